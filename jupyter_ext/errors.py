@@ -1,0 +1,43 @@
+"""Every error the workbench raises on purpose, in one place.
+
+User mistakes are `WorkbenchError`s: the CLI and the magics print their one-line
+`str()` without a traceback. Anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+
+class WorkbenchError(Exception):
+    """Root of the errors a user can cause and fix."""
+
+
+class SpecError(WorkbenchError):
+    """A job description that cannot be read: names the field path."""
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        self.message = message
+        super().__init__(f"{field}: {message}" if field else message)
+
+
+class ValidationError(WorkbenchError):
+    """A readable job that breaks one or more rules; one line per problem."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+class BackendError(WorkbenchError):
+    """A replica backend could not start, run or stop a replica."""
+
+
+class UnknownBackendError(BackendError):
+    def __init__(self, name: str, available: list[str]) -> None:
+        super().__init__(f"--backend: unknown backend {name!r} (available: {', '.join(sorted(available))})")
+
+
+class JobFailedError(WorkbenchError):
+    def __init__(self, job_id: str, state: str, detail: str) -> None:
+        self.job_id, self.state, self.detail = job_id, state, detail
+        super().__init__(f"job {job_id} {state}: {detail}")

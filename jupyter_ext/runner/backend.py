@@ -1,0 +1,72 @@
+"""The small interface every replica backend implements, and the backend registry."""
+
+from __future__ import annotations
+
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Callable, Protocol
+
+from google.cloud.aiplatform_v1 import types as v1
+
+from ..cluster import Replica
+from ..errors import UnknownBackendError
+from ..spec import JobSpec
+
+# Called by a backend with a chunk of a replica's output: (stream, data).
+# A backend calls it from one thread per replica at a time; b"" on a stream means end of that stream.
+OutputSink = Callable[[str, bytes], None]
+
+
+class ReplicaHandle(Protocol):
+    def wait(self, timeout: float | None = None) -> int | None:
+        """The exit code once the replica has exited (negative: killed by that signal), else None."""
+
+    def terminate(self) -> None:
+        """Ask the replica and everything it started to stop (SIGTERM)."""
+
+    def kill(self) -> None:
+        """Stop the replica and everything it started now. Safe to call after it exited."""
+
+    def wait_output(self, timeout: float) -> bool:
+        """Wait until all of its output was delivered; False on timeout."""
+
+
+class Backend(Protocol):
+    name: str
+    address_style: str  # a cluster.ADDRESS_STYLES value
+
+    def ports(self, count: int) -> list[int] | None:
+        """One port per replica for process-style addresses, or None."""
+
+    def prepare(self, job_dir: Path, job: JobSpec) -> list[str]:
+        """Get ready to start the job's replicas; returns notes to show the user."""
+
+    def start(self, replica: Replica, pool: v1.WorkerPoolSpec, sink: OutputSink) -> ReplicaHandle:
+        """Start one replica; raises BackendError with a readable reason."""
+
+    def cleanup(self) -> None:
+        """Remove whatever `prepare` and `start` created. Called once, on every outcome."""
+
+
+_registry: dict[str, Callable[[], Backend]] = {}
+_entry_points_read = False
+
+
+def register(name: str, factory: Callable[[], Backend]) -> None:
+    _registry[name] = factory
+
+
+def get_backend(name: str) -> Backend:
+    """A new backend by name; plug-ins come from the `jupyter_ext.backends` entry point group."""
+    global _entry_points_read
+    if not _entry_points_read:
+        _entry_points_read = True
+        for ep in entry_points(group="jupyter_ext.backends"):
+            _registry.setdefault(ep.name, ep.load())
+    if name not in _registry:
+        raise UnknownBackendError(name, list(_registry))
+    return _registry[name]()
+
+
+def backend_names() -> list[str]:
+    return sorted(_registry)

@@ -1,0 +1,154 @@
+"""Process backend: every replica a subprocess on this machine, 127.0.0.1 addresses.
+
+Each replica starts in its own process group, so stopping it also stops every
+process it started. One selector thread reads the output of all replicas, so
+the cost of a log line does not grow with the number of replicas.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import threading
+from pathlib import Path
+
+from google.cloud.aiplatform_v1 import types as v1
+
+from ..cluster import Replica
+from ..errors import BackendError
+from ..spec import JobSpec
+from .backend import OutputSink, register
+from .commands import host_command, pool_env
+
+READ_SIZE = 1 << 16
+
+
+class ProcessHandle:
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self.proc = proc
+        self.output_done = threading.Event()
+        self._open_streams = 2
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def terminate(self) -> None:
+        self._signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self._signal(signal.SIGKILL)
+
+    def _signal(self, sig: int) -> None:
+        try:
+            os.killpg(self.proc.pid, sig)  # the group outlives its leader while children remain
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def wait_output(self, timeout: float) -> bool:
+        return self.output_done.wait(timeout)
+
+    def stream_closed(self) -> None:
+        self._open_streams -= 1
+        if self._open_streams == 0:
+            self.output_done.set()
+
+
+class _OutputPump(threading.Thread):
+    """Reads every replica's pipes with one selector."""
+
+    def __init__(self) -> None:
+        super().__init__(name="replica-output", daemon=True)
+        self._selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = os.pipe()
+        self._selector.register(self._wake_r, selectors.EVENT_READ, None)
+        self._closing = False
+
+    def add(self, handle: ProcessHandle, sink: OutputSink) -> None:
+        assert handle.proc.stdout is not None and handle.proc.stderr is not None
+        for stream, pipe in (("stdout", handle.proc.stdout), ("stderr", handle.proc.stderr)):
+            self._selector.register(pipe, selectors.EVENT_READ, (stream, sink, handle))
+
+    def close(self) -> None:
+        self._closing = True
+        os.write(self._wake_w, b"x")
+
+    def run(self) -> None:
+        while True:
+            for key, _ in self._selector.select():
+                if key.data is None:
+                    os.read(self._wake_r, 1024)
+                    if self._closing:
+                        self._selector.close()
+                        os.close(self._wake_r)
+                        os.close(self._wake_w)
+                        return
+                    continue
+                stream, sink, handle = key.data
+                data = os.read(key.fd, READ_SIZE)
+                sink(stream, data)
+                if not data:
+                    self._selector.unregister(key.fileobj)
+                    key.fileobj.close()
+                    handle.stream_closed()
+
+
+class ProcessBackend:
+    name = "process"
+    address_style = "process"
+
+    def __init__(self, cwd: Path | None = None) -> None:
+        self.cwd = cwd
+        self._pump: _OutputPump | None = None
+        self._job_dir = Path(".")
+        self._source_dir: Path | None = None
+
+    def ports(self, count: int) -> list[int]:
+        """Free loopback ports: all bound at once so they differ, then released."""
+        socks = []
+        try:
+            for _ in range(count):
+                s = socket.socket()
+                s.bind(("127.0.0.1", 0))
+                socks.append(s)
+            return [s.getsockname()[1] for s in socks]
+        finally:
+            for s in socks:
+                s.close()
+
+    def prepare(self, job_dir: Path, job: JobSpec) -> list[str]:
+        self._job_dir, self._source_dir = job_dir, job.source_dir
+        self._pump = _OutputPump()
+        self._pump.start()
+        for pos, pool in job.pools:  # a pool this backend cannot run fails before anything starts
+            host_command(pool, f"workerPoolSpecs[{pos}]", job_dir, job.source_dir)
+        on_host = [f"workerPoolSpecs[{pos}]" for pos, pool in job.pools
+                   if "container_spec" in pool and pool.container_spec.command]
+        return [f"containerSpec.command of {', '.join(on_host)} runs on this host (process backend)"] if on_host else []
+
+    def start(self, replica: Replica, pool: v1.WorkerPoolSpec, sink: OutputSink) -> ProcessHandle:
+        assert self._pump is not None, "prepare() first"
+        command = host_command(pool, f"workerPoolSpecs[{replica.pool}]", self._job_dir, self._source_dir)
+        env = pool_env(pool, {**os.environ, **command.env, **replica.env, "PYTHONUNBUFFERED": "1"})
+        try:
+            proc = subprocess.Popen(command.argv, env=env, cwd=self.cwd, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        except OSError as exc:
+            raise BackendError(f"{replica.task_name}: cannot start {command.argv[0]!r}: {exc.strerror}") from None
+        handle = ProcessHandle(proc)
+        self._pump.add(handle, sink)
+        return handle
+
+    def cleanup(self) -> None:
+        if self._pump is not None:
+            self._pump.close()
+            self._pump.join(5)
+            self._pump = None
+
+
+register("process", ProcessBackend)

@@ -1,0 +1,241 @@
+"""One supervisor for every backend: starts the replicas, owns the job's state.
+
+Job semantics, as on Vertex AI (DESIGN.md):
+- the job's state is the primary's: when it succeeds the job succeeds, workers
+  and evaluators get `finish_grace` seconds to end on their own, and whatever
+  still runs (parameter servers never exit) is stopped;
+- when any replica fails, the job fails at once, the others are stopped, and
+  the error names the replica and its last output lines;
+- cancel (or Ctrl-C) stops everything: CANCELLING, then CANCELLED;
+- `scheduling.timeout` fails the job when it runs longer;
+- on every outcome each replica and everything it started is stopped, its
+  output drained to `<job dir>/logs/`, and the backend cleaned up.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import signal
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from .. import cluster, paths, validate
+from ..cluster import Replica
+from ..errors import BackendError
+from ..spec import JobSpec
+from .backend import Backend, ReplicaHandle, get_backend
+from .logs import LinesHook, ReplicaLog, now_rfc3339
+
+FINAL_STATES = ("SUCCEEDED", "FAILED", "CANCELLED")
+EXIT_CODES = {"SUCCEEDED": 0, "FAILED": 1, "CANCELLED": 130}
+SERVER_ROLES = ("parameter_server", "reduction_server")
+ERROR_TAIL = 10
+
+
+@dataclass
+class ReplicaResult:
+    task_name: str
+    role: str
+    address: str
+    exit_code: int | None = None  # None: stopped by the runner
+    lines: int = 0
+
+
+@dataclass
+class JobResult:
+    job_id: str
+    display_name: str
+    state: str
+    error: str
+    job_dir: str
+    backend: str
+    create_time: str
+    start_time: str = ""
+    end_time: str = ""
+    replicas: list[ReplicaResult] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES.get(self.state, 1)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Supervisor:
+    def __init__(
+        self,
+        job: JobSpec,
+        *,
+        backend: str | Backend = "process",
+        job_dir: Path | str | None = None,
+        job_id: str | None = None,
+        trial: str | None = None,
+        on_state: Callable[[str], None] | None = None,
+        on_lines: LinesHook | None = None,
+        on_note: Callable[[str], None] | None = None,
+        stop_grace: float = 5.0,
+        finish_grace: float = 2.0,
+    ) -> None:
+        self.job = job
+        self.backend = get_backend(backend) if isinstance(backend, str) else backend
+        self.job_id = job_id or paths.new_job_id()
+        self.job_dir = Path(job_dir) if job_dir else paths.jobs_dir() / self.job_id
+        self.trial = trial
+        self.on_state, self.on_lines, self.on_note = on_state, on_lines, on_note
+        self.stop_grace, self.finish_grace = stop_grace, finish_grace
+        self.state = "QUEUED"
+        self.replicas: list[Replica] = []
+        self._events: queue.Queue[tuple[str, int, int]] = queue.Queue()
+        self._handles: list[ReplicaHandle] = []
+        self._logs: list[ReplicaLog] = []
+        self._exit_codes: dict[int, int] = {}
+        self._cancelled = threading.Event()
+        self._failed: tuple[int, int] | None = None
+        self.result = JobResult(self.job_id, job.display_name, "QUEUED", "", str(self.job_dir),
+                                self.backend.name, now_rfc3339())
+
+    # ---- public ------------------------------------------------------------
+    def cancel(self) -> None:
+        """Stop the job from any thread; `run()` returns with CANCELLED."""
+        self._cancelled.set()
+        self._events.put(("cancel", -1, 0))
+
+    def run(self) -> JobResult:
+        """Run the job to its end and return how it ended. Ctrl-C cancels it."""
+        try:
+            state, error = self._run()
+        except KeyboardInterrupt:
+            self._set_state("CANCELLING")
+            state, error = "CANCELLED", "cancelled by the user (Ctrl-C)"
+        except BackendError as exc:
+            state, error = "FAILED", str(exc)
+        finally:
+            self._shutdown()
+        return self._finish(state, error)
+
+    # ---- steps -------------------------------------------------------------
+    def _run(self) -> tuple[str, str]:
+        validate.check(self.job)
+        (self.job_dir / "logs").mkdir(parents=True, exist_ok=True)
+        (self.job_dir / "job.json").write_text(self.job.dump("rest"))
+        self._set_state("PENDING")
+        for note in self.backend.prepare(self.job_dir, self.job):
+            self._note(note)
+        base = self.job.custom_job_spec().base_output_directory.output_uri_prefix
+        output_dir, note = paths.local_output_dir(base, self.job_dir)
+        if note:
+            self._note(note)
+        self.replicas = cluster.replicas(
+            self.job, trial=self.trial, style=self.backend.address_style, job_id=self.job_id, output_dir=output_dir,
+            ports=self.backend.ports(self.job.replica_count))
+        self.result.replicas = [ReplicaResult(r.task_name, r.role, r.address) for r in self.replicas]
+        pools = dict(self.job.pools)
+        for n, replica in enumerate(self.replicas):
+            if self._cancelled.is_set():
+                return "CANCELLED", "cancelled before all replicas started"
+            log = ReplicaLog(replica.task_name, self.job_dir / "logs" / f"{replica.task_name}.log", self.on_lines)
+            self._logs.append(log)
+            handle = self.backend.start(replica, pools[replica.pool], log)
+            self._handles.append(handle)
+            threading.Thread(target=self._watch_exit, args=(n, handle), daemon=True,
+                             name=f"wait-{replica.task_name}").start()
+        self.result.start_time = now_rfc3339()
+        self._set_state("RUNNING")
+        return self._supervise()
+
+    def _watch_exit(self, n: int, handle: ReplicaHandle) -> None:
+        code = handle.wait()
+        self._events.put(("exit", n, code if code is not None else -1))
+
+    def _supervise(self) -> tuple[str, str]:
+        timeout = self.job.spec.scheduling.timeout.total_seconds() if "timeout" in self.job.spec.scheduling else 0
+        deadline = time.monotonic() + timeout if timeout else None
+        while True:
+            wait = None if deadline is None else deadline - time.monotonic()
+            if wait is not None and wait <= 0:
+                return "FAILED", f"the job ran longer than its scheduling.timeout of {timeout:g}s"
+            try:
+                kind, n, code = self._events.get(timeout=min(wait, 1.0) if wait is not None else 1.0)
+            except queue.Empty:
+                continue
+            if kind == "cancel":
+                self._set_state("CANCELLING")
+                return "CANCELLED", "cancelled by the user"
+            self._exit_codes[n] = code
+            replica = self.replicas[n]
+            if code != 0:
+                self._failed = (n, code)  # described after shutdown, when its output is complete
+                return "FAILED", ""
+            if replica.is_primary:
+                return "SUCCEEDED", ""
+
+    def _failure(self) -> str:
+        n, code = self._failed
+        replica, tail = self.replicas[n], list(self._logs[n].tail)[-ERROR_TAIL:]
+        how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+        detail = "\n".join(f"  {line}" for line in tail)
+        return f"replica {replica.task_name} ({replica.role}) {how}" + (f"; last lines:\n{detail}" if detail else "")
+
+    def _shutdown(self) -> None:
+        """Stop whatever still runs, drain output, clean the backend. Never raises."""
+        try:
+            running = [n for n in range(len(self._handles)) if n not in self._exit_codes]
+            if self.state == "RUNNING" and self._exit_codes.get(0) == 0:
+                self._let_finish(running)
+            for n in running:
+                self._handles[n].terminate()
+            stop_by = time.monotonic() + self.stop_grace
+            for n in running:  # a replica the runner stopped keeps exit_code None
+                self._handles[n].wait(max(0.0, stop_by - time.monotonic()))
+            for handle in self._handles:
+                handle.kill()  # also what a replica left behind
+            for n, handle in enumerate(self._handles):
+                handle.wait(5.0)
+                handle.wait_output(5.0)
+                self._logs[n].close()
+        finally:
+            self.backend.cleanup()
+
+    def _let_finish(self, running: list[int]) -> None:
+        """After the primary succeeded, servers stop now; others may end on their own."""
+        finish_by = time.monotonic() + self.finish_grace
+        for n in running:
+            if self.replicas[n].role not in SERVER_ROLES:
+                code = self._handles[n].wait(max(0.0, finish_by - time.monotonic()))
+                if code is not None:
+                    self._exit_codes[n] = code
+        running[:] = [n for n in running if n not in self._exit_codes]
+
+    def _finish(self, state: str, error: str) -> JobResult:
+        for n, code in self._exit_codes.items():
+            self.result.replicas[n].exit_code = code
+        for n, log in enumerate(self._logs):
+            self.result.replicas[n].lines = log.line_count
+        self.result.error = error or (self._failure() if self._failed else "")
+        self.result.end_time = now_rfc3339()
+        self._set_state(state)
+        self._write_status()
+        return self.result
+
+    def _set_state(self, state: str) -> None:
+        self.state = self.result.state = state
+        if self.on_state:
+            self.on_state(state)
+
+    def _note(self, text: str) -> None:
+        if self.on_note:
+            self.on_note(text)
+
+    def _write_status(self) -> None:
+        if self.job_dir.is_dir():
+            (self.job_dir / "status.json").write_text(json.dumps(self.result.to_dict(), indent=2) + "\n")
+
+
+def run_job(job: JobSpec, **kwargs: Any) -> JobResult:
+    """Run `job` on this machine (see `Supervisor` for the options)."""
+    return Supervisor(job, **kwargs).run()

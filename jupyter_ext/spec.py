@@ -1,0 +1,425 @@
+"""The job model: one `JobSpec` over the SDK's own v1 message types.
+
+Every accepted job description (a CustomJob REST body, a gcloud `--config`
+CustomJobSpec, the SDK's snake_case `worker_pool_specs`, a legacy AI Platform
+`trainingInput`; JSON or YAML) loads into the same `JobSpec`, and dumps back to
+any of them. Parsing goes through protobuf's JSON rules, so enum names and
+numbers, camelCase and snake_case, and int64 as strings are all accepted, the
+same as the Vertex API accepts them.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from google.cloud.aiplatform_v1 import types as v1
+from google.protobuf import json_format
+
+from .errors import SpecError
+
+FORMATS = ("rest", "gcloud", "sdk", "legacy")
+POOL_ROLES = ("primary", "workers", "parameter servers", "evaluators")
+PREBUILT_TRAINING = "us-docker.pkg.dev/vertex-ai/training"
+
+# AI Platform's named machine types (vertex-facts.md F) -> Compute Engine type and GPUs.
+LEGACY_MACHINES: dict[str, tuple[str, str, int]] = {
+    "standard": ("n1-standard-4", "", 0),
+    "large_model": ("n1-highmem-8", "", 0),
+    "complex_model_s": ("n1-highcpu-8", "", 0),
+    "complex_model_m": ("n1-highcpu-16", "", 0),
+    "complex_model_l": ("n1-highcpu-32", "", 0),
+    "standard_gpu": ("n1-standard-8", "NVIDIA_TESLA_K80", 1),
+    "complex_model_m_gpu": ("n1-highcpu-16", "NVIDIA_TESLA_K80", 4),
+    "complex_model_l_gpu": ("n1-highcpu-32", "NVIDIA_TESLA_K80", 8),
+    "standard_p100": ("n1-standard-8", "NVIDIA_TESLA_P100", 1),
+    "complex_model_m_p100": ("n1-highcpu-16", "NVIDIA_TESLA_P100", 4),
+}
+# trainingInput role prefixes in pool order.
+LEGACY_ROLES = ("master", "worker", "parameterServer", "evaluator")
+# trainingInput keys this module turns into pools; any other key is carried as is.
+_LEGACY_CONSUMED = {
+    "scaleTier", "jobDir", "args", "useChiefInTfConfig", "packageUris", "pythonModule",
+    *(f"{r}{s}" for r in LEGACY_ROLES for s in ("Type", "Config")),
+    *(f"{r}Count" for r in LEGACY_ROLES[1:]),
+}
+
+
+@dataclass
+class LegacyOptions:
+    """What a legacy AI Platform job carries beyond its pools."""
+
+    job_id: str
+    use_chief_in_tf_config: bool = False
+    job_dir: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)  # trainingInput keys passed through
+
+
+@dataclass
+class JobSpec:
+    display_name: str
+    spec: v1.CustomJobSpec
+    labels: dict[str, str] = field(default_factory=dict)
+    legacy: LegacyOptions | None = None
+    # the folder of the file it was loaded from: relative local packageUris are relative to it
+    source_dir: Path | None = field(default=None, compare=False)
+
+    # ---- views -------------------------------------------------------------
+    @property
+    def pools(self) -> list[tuple[int, v1.WorkerPoolSpec]]:
+        """The pools that exist, with their position (an empty `{}` pool does not)."""
+        return [(i, p) for i, p in enumerate(self.spec.worker_pool_specs) if not is_empty_pool(p)]
+
+    @property
+    def replica_count(self) -> int:
+        return sum(p.replica_count for _, p in self.pools)
+
+    def custom_job_spec(self) -> v1.CustomJobSpec:
+        """The CustomJobSpec Vertex would run: a legacy `jobDir` becomes `--job-dir`
+        on every replica and, when unset, the base output directory."""
+        spec = v1.CustomJobSpec.wrap(copy.deepcopy(self.spec._pb))
+        if self.legacy and self.legacy.job_dir:
+            for _, pool in _existing(spec):
+                _pool_args(pool).extend(["--job-dir", self.legacy.job_dir])
+            if not spec.base_output_directory.output_uri_prefix:
+                spec.base_output_directory.output_uri_prefix = self.legacy.job_dir
+        return spec
+
+    def custom_job(self) -> v1.CustomJob:
+        return v1.CustomJob(display_name=self.display_name, job_spec=self.custom_job_spec(), labels=self.labels)
+
+    # ---- loading -----------------------------------------------------------
+    @classmethod
+    def load(cls, source: Any, display_name: str | None = None) -> JobSpec:
+        """Load from a path, JSON/YAML text, a dict or list, or a v1 message."""
+        if isinstance(source, JobSpec):
+            return source
+        if isinstance(source, v1.CustomJob):
+            return cls.from_dict(json_format.MessageToDict(source._pb), display_name)
+        if isinstance(source, v1.CustomJobSpec):
+            return cls.from_dict(json_format.MessageToDict(source._pb), display_name)
+        if isinstance(source, Path) or (isinstance(source, str) and _looks_like_path(source)):
+            path = Path(source)
+            if not path.is_file():
+                raise SpecError("", f"no such job file: {path}")
+            job = cls.from_dict(_parse_text(path.read_text(), str(path)), display_name or _name_from_path(path))
+            job.source_dir = path.resolve().parent
+            return job
+        if isinstance(source, str):
+            return cls.from_dict(_parse_text(source, "job text"), display_name)
+        return cls.from_dict(source, display_name)
+
+    @classmethod
+    def from_dict(cls, data: Any, display_name: str | None = None) -> JobSpec:
+        if isinstance(data, list):
+            return cls(display_name or "job", _parse_spec({"workerPoolSpecs": data}, ""))
+        if not isinstance(data, dict):
+            raise SpecError("", f"a job description must be a mapping or a list of pools, not {type(data).__name__}")
+        if _has(data, "trainingInput") or _has(data, "scaleTier") or _has(data, "masterType"):
+            return _from_legacy(data, display_name)
+        if _has(data, "jobSpec"):
+            _check_pools(data.get("jobSpec", data.get("job_spec")), "jobSpec.")
+            job = _parse(data, v1.CustomJob, "")
+            return cls(job.display_name or display_name or "job", job.job_spec, dict(job.labels))
+        if "workerPoolSpecs" in data:
+            return cls(display_name or "job", _parse_spec(data, ""))
+        if "worker_pool_specs" in data:
+            return _from_sdk(data, display_name)
+        keys = ", ".join(sorted(map(str, data))) or "none"
+        raise SpecError("", "not a job description: expected jobSpec (CustomJob), workerPoolSpecs (gcloud config), "
+                            f"worker_pool_specs (SDK) or trainingInput (AI Platform); top-level keys: {keys}")
+
+    # ---- dumping -----------------------------------------------------------
+    def to_dict(self, fmt: str = "rest") -> Any:
+        if fmt == "rest":
+            return message_to_dict(self.custom_job())
+        if fmt == "gcloud":
+            return _ints(message_to_dict(self.custom_job_spec()))
+        if fmt == "sdk":
+            return _to_sdk(self)
+        if fmt == "legacy":
+            return _to_legacy(self)
+        raise SpecError("--format", f"unknown format {fmt!r} (valid: {', '.join(FORMATS)})")
+
+    def dump(self, fmt: str = "rest", as_yaml: bool = False) -> str:
+        data = self.to_dict(fmt)
+        if as_yaml:
+            return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+        return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+
+
+# ---- helpers shared with other modules ------------------------------------
+
+def is_empty_pool(pool: v1.WorkerPoolSpec) -> bool:
+    return pool._pb.ByteSize() == 0
+
+
+def message_to_dict(message: Any) -> dict[str, Any]:
+    """A v1 message as proto3 JSON (camelCase keys, enum names)."""
+    return json_format.MessageToDict(message._pb)
+
+
+def pool_image(pool: v1.WorkerPoolSpec) -> str:
+    if "container_spec" in pool:
+        return pool.container_spec.image_uri
+    return pool.python_package_spec.executor_image_uri
+
+
+def _existing(spec: v1.CustomJobSpec) -> list[tuple[int, v1.WorkerPoolSpec]]:
+    return [(i, p) for i, p in enumerate(spec.worker_pool_specs) if not is_empty_pool(p)]
+
+
+def _pool_args(pool: v1.WorkerPoolSpec) -> Any:
+    return pool.container_spec.args if "container_spec" in pool else pool.python_package_spec.args
+
+
+# ---- parsing ---------------------------------------------------------------
+
+def _parse_text(text: str, where: str) -> Any:
+    try:
+        return yaml.safe_load(text)  # YAML is a superset of JSON
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise SpecError("", f"{where} is not valid JSON or YAML{at}: {getattr(exc, 'problem', exc)}") from None
+
+
+def _looks_like_path(text: str) -> bool:
+    stripped = text.strip()
+    return "\n" not in stripped and stripped[:1] not in "{[" and ": " not in stripped
+
+
+def _name_from_path(path: Path) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", path.stem).strip("-") or "job"
+
+
+def _has(data: dict[str, Any], camel: str) -> bool:
+    return camel in data or _snake(camel) in data
+
+
+def _snake(name: str) -> str:
+    return re.sub(r"(?<!^)([A-Z])", r"_\1", name).lower()
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(w[:1].upper() + w[1:] for w in rest)
+
+
+def _parse(data: Any, message_type: Any, prefix: str) -> Any:
+    """Parse proto3 JSON (either key style) into a v1 message; errors name the field path."""
+    pb = message_type.pb()()
+    try:
+        json_format.ParseDict(data, pb)
+    except json_format.ParseError as exc:
+        raise _field_error(str(exc), prefix) from None
+    return message_type.wrap(pb)
+
+
+def _parse_spec(data: dict[str, Any], prefix: str) -> v1.CustomJobSpec:
+    _check_pools(data, f"{prefix}." if prefix else "")
+    return _parse(data, v1.CustomJobSpec, prefix)
+
+
+def _check_pools(spec: Any, prefix: str) -> None:
+    """Parse pools one by one first, so an error names the pool's index."""
+    if not isinstance(spec, dict):
+        return
+    pools = spec.get("workerPoolSpecs", spec.get("worker_pool_specs"))
+    if not isinstance(pools, list):
+        return
+    for i, pool in enumerate(pools):
+        _parse(pool if pool is not None else {}, v1.WorkerPoolSpec, f"{prefix}workerPoolSpecs[{i}]")
+
+
+_ENUMS = {"AcceleratorType": v1.AcceleratorType, "Strategy": v1.Scheduling.Strategy}
+
+
+def _field_error(text: str, prefix: str) -> SpecError:
+    """Turn protobuf's nested ParseError text into `path: reason`."""
+    chain = re.findall(r"Failed to parse (\w+) field: ", text)
+    at = re.search(r' at "?[A-Za-z]+\.([\w.\[\]]+)"?', text)
+    path = at.group(1).rstrip(".") if at else ".".join(chain)
+    reason = re.sub(r"^(Failed to parse \w+ field: )+", "", text).split(" at ")[0].split("\n")[0].rstrip(".")
+    if m := re.match(r"Invalid enum value (\S+) for enum type [\w.]+\.(\w+)", reason):
+        names = [e.name for e in _ENUMS.get(m.group(2), [])][1:]
+        reason = f"invalid value {m.group(1)!r}" + (f" (valid: {', '.join(names)})" if names else "")
+    elif m := re.search(r'has no field named "(\w+)"', reason):
+        reason = f"unknown field {m.group(1)!r}"
+        if not at and chain:
+            path = ".".join(chain)
+    elif m := re.search(r"invalid literal for int\(\) with base 10: (.+)", reason):
+        reason = f"not a whole number: {m.group(1)}"
+    path = ".".join(x for x in (prefix, path) if x)
+    return SpecError(path, reason)
+
+
+def _from_sdk(data: dict[str, Any], display_name: str | None) -> JobSpec:
+    rest = dict(data)
+    name = rest.pop("display_name", None) or display_name or "job"
+    labels = rest.pop("labels", None) or {}
+    base = rest.pop("base_output_dir", None)
+    spec = _parse_spec(rest, "")
+    if base:
+        spec.base_output_directory.output_uri_prefix = base
+    return JobSpec(name, spec, dict(labels))
+
+
+def _to_sdk(job: JobSpec) -> dict[str, Any]:
+    spec = job.custom_job_spec()
+    body = _ints(json_format.MessageToDict(spec._pb, preserving_proto_field_name=True))
+    out: dict[str, Any] = {"display_name": job.display_name, "worker_pool_specs": body.pop("worker_pool_specs", [])}
+    if base := body.pop("base_output_directory", {}).get("output_uri_prefix"):
+        out["base_output_dir"] = base
+    if job.labels:
+        out["labels"] = dict(job.labels)
+    out.update(body)
+    return out
+
+
+def _ints(data: Any) -> Any:
+    """replicaCount is int64, a JSON string in proto3; configs read better with numbers."""
+    if isinstance(data, dict):
+        return {k: int(v) if k in ("replicaCount", "replica_count") else _ints(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_ints(v) for v in data]
+    return data
+
+
+# ---- legacy AI Platform trainingInput -------------------------------------
+
+def _camel_keys(data: Any) -> Any:
+    if isinstance(data, dict):
+        return {_camel(k): _camel_keys(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_camel_keys(v) for v in data]
+    return data
+
+
+def _from_legacy(data: dict[str, Any], display_name: str | None) -> JobSpec:
+    data = _camel_keys(data)
+    ti = data.get("trainingInput", data)
+    if not isinstance(ti, dict):
+        raise SpecError("trainingInput", "must be a mapping")
+    where = "trainingInput"
+    tier = str(ti.get("scaleTier") or ("CUSTOM" if "masterType" in ti else "BASIC")).upper()
+    if tier == "BASIC":
+        master_type = ti.get("masterType") or "standard"
+    elif tier == "CUSTOM":
+        master_type = ti.get("masterType")
+        if not master_type:
+            raise SpecError(f"{where}.masterType", "required when scaleTier is CUSTOM")
+    else:
+        raise SpecError(f"{where}.scaleTier", f"{tier} is not supported (its machines are not published); "
+                                               "use CUSTOM with masterType, workerCount and parameterServerCount, or BASIC")
+    master_image = (ti.get("masterConfig") or {}).get("imageUri", "")
+    pools: list[dict[str, Any]] = []
+    for pos, role in enumerate(LEGACY_ROLES):
+        count = 1 if pos == 0 else _count(ti, role, where)
+        if count == 0 or (pos > 0 and tier == "BASIC"):
+            pools.append({})
+            continue
+        mtype = master_type if pos == 0 else ti.get(f"{role}Type") or master_type
+        pools.append(_legacy_pool(ti, role, mtype, count, master_image, f"{where}.{role}Config"))
+    while len(pools) > 1 and not pools[-1]:
+        pools.pop()
+    spec = _parse_spec({"workerPoolSpecs": pools}, where)
+    job_id = str(data.get("jobId") or display_name or "job")
+    extra = {k: v for k, v in ti.items() if k not in _LEGACY_CONSUMED}
+    legacy = LegacyOptions(job_id, bool(ti.get("useChiefInTfConfig", False)), str(ti.get("jobDir") or ""), extra)
+    return JobSpec(job_id, spec, dict(data.get("labels") or {}), legacy)
+
+
+def _count(ti: dict[str, Any], role: str, where: str) -> int:
+    raw = ti.get(f"{role}Count", 0)
+    try:
+        return int(raw)
+    except (TypeError, ValueError):
+        raise SpecError(f"{where}.{role}Count", f"not a whole number: {raw!r}") from None
+
+
+def _legacy_pool(ti: dict[str, Any], role: str, mtype: str, count: int, master_image: str, where: str) -> dict[str, Any]:
+    cfg = ti.get(f"{role}Config") or {}
+    machine, gpu, gpus = LEGACY_MACHINES.get(mtype, (mtype, "", 0))
+    accel = cfg.get("acceleratorConfig") or {}
+    machine_spec: dict[str, Any] = {"machineType": machine}
+    if accel or gpu:
+        machine_spec["acceleratorType"] = accel.get("type", gpu)
+        machine_spec["acceleratorCount"] = accel.get("count", gpus)
+    pool: dict[str, Any] = {"machineSpec": machine_spec, "replicaCount": count}
+    if disk := cfg.get("diskConfig"):
+        pool["diskSpec"] = {k: v for k, v in disk.items() if k in ("bootDiskType", "bootDiskSizeGb")}
+    args = list(cfg.get("containerArgs") or ti.get("args") or [])
+    image = cfg.get("imageUri") or master_image
+    if image:
+        container: dict[str, Any] = {"imageUri": image, "args": args}
+        if cfg.get("containerCommand"):
+            container["command"] = list(cfg["containerCommand"])
+        pool["containerSpec"] = container
+    elif ti.get("pythonModule"):
+        pool["pythonPackageSpec"] = {
+            "executorImageUri": _runtime_image(str(ti.get("runtimeVersion") or "2.11"), bool(gpus or accel)),
+            "packageUris": list(ti.get("packageUris") or []),
+            "pythonModule": ti["pythonModule"],
+            "args": args,
+        }
+    else:
+        raise SpecError(f"{where}.imageUri", "required: give masterConfig.imageUri (custom container) "
+                                              "or pythonModule and packageUris (runtime version)")
+    return pool
+
+
+def _runtime_image(runtime: str, gpu: bool) -> str:
+    """AI Platform runtime versions have no image; the workbench's choice is the
+    prebuilt TensorFlow training image of the same version."""
+    version = runtime.replace(".", "-")
+    return f"{PREBUILT_TRAINING}/tf-{'gpu' if gpu else 'cpu'}.{version}:latest"
+
+
+def _to_legacy(job: JobSpec) -> dict[str, Any]:
+    spec_pools = list(job.spec.worker_pool_specs) + [v1.WorkerPoolSpec()] * 4
+    master = spec_pools[0]
+    master_image = pool_image(master)
+    ti: dict[str, Any] = {"scaleTier": "CUSTOM"}
+    for pos, role in enumerate(LEGACY_ROLES):
+        pool = spec_pools[pos]
+        if is_empty_pool(pool):
+            continue
+        ms = pool.machine_spec
+        ti[f"{role}Type"] = ms.machine_type
+        if pos:
+            ti[f"{role}Count"] = str(pool.replica_count)
+        cfg: dict[str, Any] = {}
+        if ms.accelerator_count:
+            cfg["acceleratorConfig"] = {"count": str(ms.accelerator_count), "type": ms.accelerator_type.name}
+        if "container_spec" in pool:
+            if pos == 0 or pool.container_spec.image_uri != master_image:
+                cfg["imageUri"] = pool.container_spec.image_uri
+            if pool.container_spec.command:
+                cfg["containerCommand"] = list(pool.container_spec.command)
+            if pool.container_spec.args:
+                cfg["containerArgs"] = list(pool.container_spec.args)
+        else:
+            pps = pool.python_package_spec
+            ti["pythonModule"], ti["packageUris"] = pps.python_module, list(pps.package_uris)
+            if pps.args:
+                ti["args"] = list(pps.args)
+        if "disk_spec" in pool:
+            cfg["diskConfig"] = json_format.MessageToDict(pool.disk_spec._pb)
+        if cfg:
+            ti[f"{role}Config"] = cfg
+    legacy = job.legacy or LegacyOptions(re.sub(r"\W", "_", job.display_name))
+    if legacy.use_chief_in_tf_config:
+        ti["useChiefInTfConfig"] = True
+    if legacy.job_dir:
+        ti["jobDir"] = legacy.job_dir
+    ti.update(legacy.extra)
+    out: dict[str, Any] = {"jobId": legacy.job_id, "trainingInput": ti}
+    if job.labels:
+        out["labels"] = dict(job.labels)
+    return out

@@ -1,0 +1,178 @@
+"""Every rule a job must follow, each failure one line that names the field path.
+
+`problems(job)` lists them all (the widgets show them live); `check(job)` raises
+`ValidationError` carrying them. Rules come from vertex-facts.md sections A, C, D
+and F; machine and accelerator facts come from the catalog.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterator
+
+from google.cloud.aiplatform_v1 import types as v1
+
+from . import catalog
+from .errors import ValidationError
+from .spec import JobSpec, is_empty_pool
+
+MAX_NAME = 128
+MAX_POOLS = 4
+MAX_ENV = 100
+MAX_PACKAGES = 100
+BOOT_DISK_TYPES = ("pd-ssd", "pd-standard", "hyperdisk-balanced")
+BOOT_DISK_GB = (100, 64000)
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_LEGACY_JOB_ID = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+_LABEL = re.compile(r"[a-z0-9_-]{0,64}")
+_LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,63}")
+
+
+def check(job: JobSpec) -> JobSpec:
+    found = problems(job)
+    if found:
+        raise ValidationError(found)
+    return job
+
+
+def problems(job: JobSpec) -> list[str]:
+    return list(_job_rules(job))
+
+
+def _job_rules(job: JobSpec) -> Iterator[str]:
+    name = job.display_name
+    if not name.strip():
+        yield "displayName: required"
+    elif len(name) > MAX_NAME:
+        yield f"displayName: {len(name)} characters is too long (at most {MAX_NAME})"
+    if job.legacy is not None and not _LEGACY_JOB_ID.fullmatch(job.legacy.job_id) or (
+            job.legacy is not None and len(job.legacy.job_id) > MAX_NAME):
+        yield (f"jobId: {job.legacy.job_id!r} is not a valid AI Platform job ID (letters, digits and underscores, "
+               f"starting with a letter, at most {MAX_NAME} characters)")
+    for key, value in job.labels.items():
+        if not _LABEL_KEY.fullmatch(key) or not _LABEL.fullmatch(value):
+            yield (f"labels.{key}: keys and values are at most 64 lowercase letters, digits, '_' or '-' "
+                   "(keys start with a letter)")
+    pools = list(job.spec.worker_pool_specs)
+    if not pools or is_empty_pool(pools[0]):
+        yield "workerPoolSpecs[0]: the primary pool is required"
+    if len(pools) > MAX_POOLS:
+        yield (f"workerPoolSpecs: {len(pools)} pools, at most {MAX_POOLS} "
+               "(primary, workers, parameter servers or Reduction Server, evaluators)")
+    for pos, pool in enumerate(pools):
+        if not is_empty_pool(pool):
+            yield from _pool_rules(pool, f"workerPoolSpecs[{pos}]", pos)
+    yield from _tpu_layout(job)
+    yield from _scheduling(job.spec.scheduling)
+
+
+def _pool_rules(pool: v1.WorkerPoolSpec, where: str, pos: int) -> Iterator[str]:
+    if pos == 0 and pool.replica_count != 1:
+        yield f"{where}.replicaCount: the primary pool runs exactly 1 replica, not {pool.replica_count}"
+    elif pool.replica_count < 1:
+        yield f"{where}.replicaCount: must be at least 1 (use {{}} for a pool you do not want)"
+    yield from _machine_rules(pool.machine_spec, f"{where}.machineSpec")
+    has_container, has_package = "container_spec" in pool, "python_package_spec" in pool
+    if has_container == has_package:
+        yield f"{where}: give exactly one of containerSpec or pythonPackageSpec"
+    elif has_container:
+        spec = pool.container_spec
+        if not spec.image_uri:
+            yield f"{where}.containerSpec.imageUri: required"
+        yield from _env_rules(spec.env, f"{where}.containerSpec.env")
+    else:
+        pkg = pool.python_package_spec
+        if not pkg.executor_image_uri:
+            yield f"{where}.pythonPackageSpec.executorImageUri: required (a prebuilt training image)"
+        if not pkg.package_uris:
+            yield f"{where}.pythonPackageSpec.packageUris: at least one package is required"
+        elif len(pkg.package_uris) > MAX_PACKAGES:
+            yield f"{where}.pythonPackageSpec.packageUris: {len(pkg.package_uris)} packages, at most {MAX_PACKAGES}"
+        if not pkg.python_module:
+            yield f"{where}.pythonPackageSpec.pythonModule: required (e.g. trainer.task)"
+        yield from _env_rules(pkg.env, f"{where}.pythonPackageSpec.env")
+    if "disk_spec" in pool:
+        disk = pool.disk_spec
+        if disk.boot_disk_type and disk.boot_disk_type not in BOOT_DISK_TYPES:
+            yield f"{where}.diskSpec.bootDiskType: {disk.boot_disk_type!r} is not offered (valid: {', '.join(BOOT_DISK_TYPES)})"
+        low, high = BOOT_DISK_GB
+        if disk.boot_disk_size_gb and not low <= disk.boot_disk_size_gb <= high:
+            yield f"{where}.diskSpec.bootDiskSizeGb: {disk.boot_disk_size_gb} is out of range ({low} to {high})"
+
+
+def _machine_rules(ms: v1.MachineSpec, where: str) -> Iterator[str]:
+    name = ms.machine_type
+    if not name:
+        yield f"{where}.machineType: required"
+        return
+    machine = catalog.machine(name)
+    if machine is None:
+        close = catalog.close_machine_names(name)
+        hint = f" (did you mean: {', '.join(close)})" if close else ""
+        yield f"{where}.machineType: {name!r} is not a Vertex AI training machine type{hint}"
+        return
+    accel = ms.accelerator_type.name if ms.accelerator_type else ""
+    count = ms.accelerator_count
+    if count and not accel:
+        yield f"{where}.acceleratorCount: {count} needs an acceleratorType"
+        return
+    if ms.tpu_topology or machine.tpu_topologies:
+        yield from _topology_rules(machine, ms, accel, where)
+        return
+    offered = catalog.valid_accelerators(name)
+    if not accel:
+        if machine.fixed_accelerator or machine.tpu_accelerators:
+            yield f"{where}.acceleratorType: {name} needs an accelerator ({_choices(offered)})"
+        return
+    if accel not in offered:
+        valid = f"valid: {_choices(offered)}" if offered else "it takes no accelerators"
+        yield f"{where}.acceleratorType: {accel} is not offered on {name} ({valid})"
+        return
+    counts = offered[accel]
+    if count not in counts:
+        yield f"{where}.acceleratorCount: {count} is not offered for {accel} on {name} (valid: {', '.join(map(str, counts))})"
+    if ms.gpu_partition_size and count != 1:
+        yield f"{where}.acceleratorCount: must be 1 with gpuPartitionSize"
+
+
+def _topology_rules(machine: catalog.Machine, ms: v1.MachineSpec, accel: str, where: str) -> Iterator[str]:
+    topologies = machine.tpu_topologies
+    if not topologies:
+        yield f"{where}.tpuTopology: {machine.name} takes no TPU topology"
+        return
+    if not ms.tpu_topology:
+        yield f"{where}.tpuTopology: required for {machine.name} (valid: {', '.join(topologies)})"
+    elif ms.tpu_topology not in topologies:
+        yield f"{where}.tpuTopology: {ms.tpu_topology} is not offered on {machine.name} (valid: {', '.join(topologies)})"
+    if accel and accel not in machine.tpu_accelerator_optional:
+        allowed = ", ".join(machine.tpu_accelerator_optional) or "none"
+        yield f"{where}.acceleratorType: {accel} is not offered on {machine.name} (leave it unset; valid: {allowed})"
+
+
+def _tpu_layout(job: JobSpec) -> Iterator[str]:
+    tpu_pools = [pos for pos, p in job.pools if _is_tpu(p.machine_spec)]
+    if tpu_pools and (len(job.pools) > 1 or job.replica_count != 1):
+        yield (f"workerPoolSpecs[{tpu_pools[0]}].machineSpec: a TPU job runs exactly one pool "
+               f"with one replica (this job has {len(job.pools)} pools, {job.replica_count} replicas)")
+
+
+def _is_tpu(ms: v1.MachineSpec) -> bool:
+    machine = catalog.machine(ms.machine_type)
+    return machine is not None and machine.kind == "tpu"
+
+
+def _env_rules(env: list[v1.EnvVar], where: str) -> Iterator[str]:
+    if len(env) > MAX_ENV:
+        yield f"{where}: {len(env)} variables, at most {MAX_ENV}"
+    for n, var in enumerate(env):
+        if not _ENV_NAME.fullmatch(var.name):
+            yield f"{where}[{n}].name: {var.name!r} is not a valid variable name"
+
+
+def _scheduling(scheduling: v1.Scheduling) -> Iterator[str]:
+    if "timeout" in scheduling and scheduling.timeout.total_seconds() <= 0:
+        yield "scheduling.timeout: must be positive"
+
+
+def _choices(offered: dict[str, tuple[int, ...]]) -> str:
+    return "; ".join(f"{accel} x {', '.join(map(str, counts))}" for accel, counts in offered.items())

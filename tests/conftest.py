@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+TRAINERS = ROOT / "tests" / "trainers"
+
+
+@pytest.fixture(autouse=True)
+def _workbench_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own workbench data folder."""
+    home = tmp_path_factory.mktemp("vtrain-home")
+    monkeypatch.setenv("VTRAIN_HOME", str(home))
+    return home
+
+
+def pool(script: str, count: int = 1, *args: str, machine: str = "n1-standard-4") -> dict:
+    """A pool whose replicas run tests/trainers/<script> on this host."""
+    return {"machineSpec": {"machineType": machine}, "replicaCount": count,
+            "containerSpec": {"imageUri": "local/test-trainer",
+                              "command": ["python", str(TRAINERS / script)], "args": list(args)}}
+
+
+def write_spec(path: Path, pools: list[dict], **spec: object) -> Path:
+    path.write_text(yaml.safe_dump({"workerPoolSpecs": pools, **spec}))
+    return path
+
+
+def vtrain(*args: str, timeout: float = 600, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    """Run the installed CLI as a user would."""
+    return subprocess.run([sys.executable, "-m", "jupyter_ext.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **kwargs.pop("env", {})}, **kwargs)  # type: ignore[arg-type]
+
+
+def processes_of_job(job_id: str) -> list[int]:
+    """Every process on this machine whose environment names the job (replicas and what they started)."""
+    found = []
+    marker = f"CLOUD_ML_JOB_ID={job_id}".encode()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if marker in (entry / "environ").read_bytes().split(b"\0"):
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found

@@ -1,0 +1,157 @@
+import re
+
+import pytest
+from google.cloud.aiplatform_v1.types import AcceleratorType
+
+from jupyter_ext import catalog
+
+# vertex-facts.md D2, copied verbatim (brace lists expanded below).
+D2 = (
+    "a4x-highgpu-4g, a4-highgpu-8g, a3-ultragpu-8g, a3-megagpu-8g, a3-highgpu-{1,2,4,8}g, "
+    "a2-ultragpu-{1,2,4,8}g, a2-highgpu-{1,2,4,8}g, a2-megagpu-16g, e2-standard-{4,8,16,32}, "
+    "e2-highmem-{2,4,8,16}, e2-highcpu-{16,32}, n4-{standard,highmem,highcpu}-{2,4,8,16,32,48,64,80}, "
+    "n2-standard-{4,8,16,32,48,64,80}, n2-highmem-{2,4,8,16,32,48,64,80}, n2-highcpu-{16,32,48,64,80}, "
+    "n1-standard-{4,8,16,32,64,96}, n1-highmem-{2,4,8,16,32,64,96}, n1-highcpu-{16,32,64,96}, "
+    "c2-standard-{4,8,16,30,60}, ct5lp-hightpu-{1t,4t,8t}, m1-ultramem-{40,80,160}, m1-megamem-96, "
+    "g2-standard-{4,8,12,16,24,32,48,96}, g4-standard-{48,96,192,384}, cloud-tpu"
+)
+EXTRA = ["ct6e-standard-1t", "ct6e-standard-4t", "ct6e-standard-8t", "tpu7x-standard-4t"]
+
+
+def expand(pattern: str) -> list[str]:
+    m = re.search(r"\{([^}]*)\}", pattern)
+    if not m:
+        return [pattern]
+    return [
+        name
+        for part in m.group(1).split(",")
+        for name in expand(pattern[: m.start()] + part + pattern[m.end() :])
+    ]
+
+
+D2_NAMES = [n for item in re.split(r",\s(?![^{]*\})", D2) for n in expand(item.strip())]
+
+
+def test_every_d2_machine_is_present():
+    assert len(D2_NAMES) == 113
+    assert set(D2_NAMES + EXTRA) == set(catalog.machine_names())
+    assert len(catalog.machine_names()) == len(set(catalog.machine_names()))
+
+
+def test_n1_standard_8():
+    assert catalog.valid_accelerators("n1-standard-8") == {
+        "NVIDIA_TESLA_P4": (1, 2, 4),
+        "NVIDIA_TESLA_P100": (1, 2, 4),
+        "NVIDIA_TESLA_T4": (1, 2, 4),
+        "NVIDIA_TESLA_V100": (1, 2, 4, 8),
+    }
+
+
+def test_n1_bigger_machines():
+    assert catalog.valid_accelerators("n1-standard-32")["NVIDIA_TESLA_V100"] == (4, 8)
+    assert "NVIDIA_TESLA_P100" not in catalog.valid_accelerators("n1-standard-64")
+    assert catalog.valid_accelerators("n1-highcpu-64")["NVIDIA_TESLA_P100"] == (4,)
+
+
+def test_fixed_gpu_machines():
+    assert catalog.valid_accelerators("a2-highgpu-2g") == {"NVIDIA_TESLA_A100": (2,)}
+    assert catalog.valid_accelerators("g2-standard-24") == {"NVIDIA_L4": (2,)}
+    assert catalog.machine("g2-standard-24").fixed_accelerator == ("NVIDIA_L4", 2)
+
+
+def test_cpu_and_unknown_machines_take_nothing():
+    assert catalog.valid_accelerators("e2-standard-4") == {}
+    assert catalog.valid_accelerators("no-such-machine") == {}
+    assert catalog.machine("no-such-machine") is None
+
+
+def test_tpus():
+    m = catalog.machine("ct5lp-hightpu-4t")
+    assert m.kind == "tpu"
+    assert m.tpu_topologies["2x2"] == (4, 1)
+    assert m.tpu_topologies["16x16"] == (256, 64)
+    assert m.tpu_accelerator_optional == ("TPU_V5_LITEPOD",)
+    assert catalog.valid_accelerators("ct5lp-hightpu-4t") == {}
+    assert catalog.machine("tpu7x-standard-4t").tpu_topologies["8x8x16"] == (1024, 256)
+    tpu = catalog.valid_accelerators("cloud-tpu")
+    assert {8, 32} <= set(tpu["TPU_V3"])
+    assert set(tpu) == {"TPU_V2", "TPU_V3"}
+
+
+def test_accelerator_names_are_enum_members():
+    members = set(AcceleratorType.__members__)
+    assert set(catalog.accelerator_names()) == members - {"ACCELERATOR_TYPE_UNSPECIFIED"}
+    for m in catalog.machines():
+        for name in catalog.valid_accelerators(m.name):
+            assert name in members
+        for name in m.tpu_accelerator_optional:
+            assert name in members
+
+
+def test_accelerator_info():
+    assert catalog.accelerator_label("NVIDIA_TESLA_T4") == "NVIDIA T4"
+    assert catalog.accelerator_kind("TPU_V3") == "tpu"
+    assert catalog.accelerator_kind("NVIDIA_L4") == "gpu"
+    assert catalog.is_deprecated("NVIDIA_TESLA_K80")
+    assert catalog.is_deprecated("NVIDIA_TESLA_P100")
+    assert not catalog.is_deprecated("NVIDIA_TESLA_V100")
+
+
+def test_labels_and_families():
+    assert catalog.machine("n1-standard-8").label == "n1-standard-8 (8 vCPU, 30 GB)"
+    assert catalog.machine("cloud-tpu").label == "cloud-tpu"
+    fams = catalog.families()
+    assert [m.name for m in fams["ct5lp"]] == [
+        "ct5lp-hightpu-1t",
+        "ct5lp-hightpu-4t",
+        "ct5lp-hightpu-8t",
+    ]
+    assert sum(len(v) for v in fams.values()) == len(catalog.machines())
+
+
+def test_close_machine_names():
+    assert "n1-standard-4" in catalog.close_machine_names("n1-standard-3")
+
+
+def test_egress():
+    assert catalog.egress_gbps("n1-highmem-96", "NVIDIA_TESLA_V100", 8) == 100
+    assert catalog.egress_gbps("n1-highmem-96") == 32
+    assert catalog.egress_gbps("n1-highcpu-16") == 32
+    assert catalog.egress_gbps("a2-megagpu-16g") == 100
+    assert catalog.egress_gbps("a4-highgpu-8g") == 400
+    assert catalog.egress_gbps("e2-standard-4") == 8  # fallback estimate
+    assert catalog.egress_gbps("cloud-tpu") is None
+
+
+def test_reduction_server_worked_example():
+    total = catalog.workers_bandwidth([("n1-highmem-96", "NVIDIA_TESLA_V100", 8, 5)])
+    assert total == 500
+    count, text = catalog.suggest_reducers(total)
+    assert count == 16
+    assert text == "500 Gbps / 32 Gbps per n1-highcpu-16 = 15.6 -> 16 reducers"
+
+
+def test_reduction_server_best_practice_example():
+    total = catalog.workers_bandwidth([("a2-megagpu-16g", "NVIDIA_TESLA_A100", 16, 8)])
+    count, text = catalog.suggest_reducers(total)
+    assert count == 25
+    assert text == "800 Gbps / 32 Gbps per n1-highcpu-16 = 25 -> 25 reducers"
+
+
+def test_suggest_reducers_needs_known_bandwidth():
+    with pytest.raises(ValueError):
+        catalog.suggest_reducers(100, "cloud-tpu")
+
+
+def test_reduction_server_images():
+    assert catalog.RECOMMENDED_REDUCER == "n1-highcpu-16"
+    assert catalog.reduction_server_image() == (
+        "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"
+    )
+    assert catalog.reduction_server_image("europe-west4").startswith("europe-docker.pkg.dev/")
+    assert catalog.reduction_server_image("asia-northeast1").startswith("asia-docker.pkg.dev/")
+    assert catalog.reduction_server_image("us-central1").startswith("us-docker.pkg.dev/")
+    assert catalog.is_reduction_server_image(catalog.reduction_server_image("europe-west1"))
+    assert not catalog.is_reduction_server_image(
+        "us-docker.pkg.dev/vertex-ai/training/tf-gpu.2-17.py310:latest"
+    )

@@ -1,0 +1,179 @@
+"""The local runner with real processes: job semantics, logs, cleanup."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import tarfile
+import zipfile
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from conftest import pool, processes_of_job, vtrain, write_spec
+from jupyter_ext.runner import Supervisor
+from jupyter_ext.spec import JobSpec
+
+
+def _status(job_dir: Path) -> dict:
+    return json.loads((job_dir / "status.json").read_text())
+
+
+def _when(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def test_every_replica_gets_its_environment_and_a_log_file(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path / "job.yaml", [pool("echo_env.py", 1, "--lr", "0.1"), pool("echo_env.py", 2)])
+    done = vtrain("run", str(spec), "--job-dir", str(tmp_path / "job"))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.rstrip().splitlines()[-1].startswith("vtrain: job ") and "SUCCEEDED" in done.stdout.splitlines()[-1]
+    seen = {}
+    for task in ("workerpool0-0", "workerpool1-0", "workerpool1-1"):
+        assert f"[{task}] {{" in done.stdout  # echoed live with the replica's name
+        line = (tmp_path / "job" / "logs" / f"{task}.log").read_text().splitlines()[0]
+        stamp, stream, text = line.split(" ", 2)
+        assert stream == "stdout" and _when(stamp) > 0
+        seen[task] = json.loads(text)
+    tf = {task: json.loads(s["env"]["TF_CONFIG"]) for task, s in seen.items()}
+    assert tf["workerpool0-0"]["task"] == {"type": "chief", "index": 0}
+    assert tf["workerpool1-1"]["task"] == {"type": "worker", "index": 1}
+    addresses = tf["workerpool0-0"]["cluster"]["chief"] + tf["workerpool0-0"]["cluster"]["worker"]
+    assert all(a.startswith("127.0.0.1:") for a in addresses) and len(set(addresses)) == 3
+    assert seen["workerpool0-0"]["argv"] == ["--lr", "0.1"]
+    model_dir = seen["workerpool1-0"]["env"]["AIP_MODEL_DIR"]
+    assert model_dir == f"{tmp_path / 'job' / 'output'}/model/"
+    status = _status(tmp_path / "job")
+    assert status["state"] == "SUCCEEDED" and [r["exit_code"] for r in status["replicas"]] == [0, 0, 0]
+
+
+def test_a_crashing_worker_fails_the_job_fast_and_leaves_nothing(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path / "job.yaml", [pool("crash.py", 1, "--crash-task", "worker:1"),
+                                              pool("crash.py", 2, "--crash-task", "worker:1")])
+    done = vtrain("run", str(spec), "--job-dir", str(tmp_path / "job"))
+    assert done.returncode == 1
+    assert "replica workerpool1-1 (worker) exited with code 1" in done.stdout
+    assert "RuntimeError: boom from worker 1" in done.stdout  # the last traceback lines are in the error
+    assert "FAILED" in done.stdout.splitlines()[-1]
+    status = _status(tmp_path / "job")
+    assert processes_of_job(status["job_id"]) == []  # replicas and their grandchildren are gone
+    crash_line = (tmp_path / "job" / "logs" / "workerpool1-1.log").read_text().splitlines()[-1]
+    assert "RuntimeError" in crash_line
+    assert _when(status["end_time"]) - _when(crash_line.split(" ", 1)[0]) < 2.0
+    assert [r["exit_code"] for r in status["replicas"]] == [None, None, 1]  # the others were stopped
+
+
+def test_primary_success_stops_servers_that_never_exit(tmp_path: Path) -> None:
+    job = JobSpec.from_dict({"workerPoolSpecs": [pool("echo_env.py"), {}, pool("crash.py", 2)]}, "servers")
+    result = Supervisor(job, job_dir=tmp_path / "job").run()
+    assert result.state == "SUCCEEDED"
+    assert [r.exit_code for r in result.replicas] == [0, None, None]
+    assert processes_of_job(result.job_id) == []
+
+
+def test_ctrl_c_cancels_and_leaves_nothing(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path / "job.yaml", [pool("crash.py"), pool("crash.py", 2)])
+    proc = subprocess.Popen([sys.executable, "-m", "jupyter_ext.cli", "run", str(spec), "--job-dir",
+                             str(tmp_path / "job")], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if "heartbeat 1" in line:
+            break
+    proc.send_signal(signal.SIGINT)
+    rest, _ = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert "CANCELLED" in rest.splitlines()[-1]
+    assert processes_of_job(_status(tmp_path / "job")["job_id"]) == []
+
+
+def test_cancel_from_another_thread(tmp_path: Path) -> None:
+    job = JobSpec.from_dict({"workerPoolSpecs": [pool("crash.py"), pool("crash.py", 1)]}, "cancel-me")
+    sup = Supervisor(job, job_dir=tmp_path / "job", on_lines=lambda *a: "heartbeat 1" in a[3][-1] and sup.cancel())
+    result = sup.run()
+    assert result.state == "CANCELLED" and result.exit_code == 130
+    assert processes_of_job(result.job_id) == []
+
+
+def test_timeout_fails_the_job(tmp_path: Path) -> None:
+    job = JobSpec.from_dict({"workerPoolSpecs": [pool("crash.py")], "scheduling": {"timeout": "1.5s"}}, "slow")
+    result = Supervisor(job, job_dir=tmp_path / "job").run()
+    assert result.state == "FAILED" and "scheduling.timeout of 1.5s" in result.error
+
+
+def test_logs_keep_stderr_apart_and_a_last_line_without_newline(tmp_path: Path) -> None:
+    code = "import sys; print('out'); print('err', file=sys.stderr); sys.stdout.write('tail')"
+    job = JobSpec.from_dict({"workerPoolSpecs": [{"machineSpec": {"machineType": "n1-standard-4"},
+                             "replicaCount": 1, "containerSpec": {"imageUri": "x", "command": ["python", "-c", code]}}]})
+    result = Supervisor(job, job_dir=tmp_path / "job").run()
+    lines = [ln.split(" ", 1)[1] for ln in (tmp_path / "job/logs/workerpool0-0.log").read_text().splitlines()]
+    assert sorted(lines) == ["stderr err", "stdout out", "stdout tail"]
+    assert result.replicas[0].lines == 3
+
+
+def _package(root: Path, module_text: str) -> Path:
+    pkg = root / "trainer"
+    pkg.mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "task.py").write_text(module_text)
+    return root
+
+
+@pytest.mark.parametrize("kind", ["folder", "file-uri", "wheel", "sdist"])
+def test_python_package_jobs_run_from_local_packages(tmp_path: Path, kind: str) -> None:
+    src = _package(tmp_path / "src", "import os, sys; print('hello from', os.environ['CLOUD_ML_JOB_ID'], sys.argv[1:])")
+    if kind == "wheel":
+        uri = str(tmp_path / "trainer-0.1-py3-none-any.whl")
+        with zipfile.ZipFile(uri, "w") as whl:
+            for f in (src / "trainer").iterdir():
+                whl.write(f, f"trainer/{f.name}")
+    elif kind == "sdist":
+        uri = str(tmp_path / "trainer-0.1.tar.gz")
+        with tarfile.open(uri, "w:gz") as tar:
+            tar.add(src / "trainer", "trainer-0.1/trainer")
+    else:
+        uri = f"file://{src}" if kind == "file-uri" else "src"  # relative to the job file
+    spec = write_spec(tmp_path / "job.yaml", [{
+        "machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 1,
+        "pythonPackageSpec": {"executorImageUri": "us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-17.py310:latest",
+                              "packageUris": [uri], "pythonModule": "trainer.task", "args": ["--epochs", "2"]}}])
+    done = vtrain("run", str(spec), "--job-dir", str(tmp_path / "job"), cwd=str(tmp_path.parent))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "hello from" in done.stdout and "['--epochs', '2']" in done.stdout
+
+
+def test_an_image_without_command_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path / "job.yaml", [pool("echo_env.py"),
+                                              {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 1,
+                                               "containerSpec": {"imageUri": "gcr.io/p/trainer:1"}}])
+    done = vtrain("run", str(spec), "--job-dir", str(tmp_path / "job"))
+    assert done.returncode == 1
+    assert "workerPoolSpecs[1].containerSpec.command: the process backend cannot run" in done.stdout
+    assert not list((tmp_path / "job" / "logs").iterdir())
+
+
+def test_invalid_job_is_a_usage_error_without_traceback(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path / "job.yaml", [pool("echo_env.py", 2)])
+    done = vtrain("run", str(spec))
+    assert done.returncode == 2
+    assert done.stderr.strip() == ("vtrain: error: workerPoolSpecs[0].replicaCount: "
+                                   "the primary pool runs exactly 1 replica, not 2")
+    assert "Traceback" not in done.stderr + done.stdout
+
+
+def test_env_list_expands_earlier_variables(tmp_path: Path) -> None:
+    spec = pool("echo_env.py")
+    spec["containerSpec"]["env"] = [{"name": "A", "value": "x"}, {"name": "B", "value": "$(A)-$(CLOUD_ML_JOB_ID)-$$(A)"}]
+    code = "import os; print(os.environ['B'])"
+    spec["containerSpec"]["command"] = ["python", "-c", code]
+    result = Supervisor(JobSpec.from_dict({"workerPoolSpecs": [spec]}), job_dir=tmp_path / "job").run()
+    assert (tmp_path / "job/logs/workerpool0-0.log").read_text().split(" ", 2)[2].strip() == f"x-{result.job_id}-$(A)"
+
+
+def test_many_replicas_all_start_and_finish(tmp_path: Path) -> None:
+    job = JobSpec.from_dict({"workerPoolSpecs": [pool("echo_env.py"), pool("echo_env.py", 15)]}, "wide")
+    result = Supervisor(job, job_dir=tmp_path / "job").run()
+    assert result.state == "SUCCEEDED", result.error
+    assert all(r.lines == 1 for r in result.replicas) and len(result.replicas) == 16
