@@ -11,8 +11,8 @@ UNCONFIRMED items), each covered by a test:
   trials; `job` is the CustomJobSpec as a nested object with the API's camelCase keys.
 - A single-replica job gets CLUSTER_SPEC keyed `workerpool0` and no TF_CONFIG.
 - Reduction Server replicas (pool 2 running the reducer image) are in CLUSTER_SPEC
-  but not in TF_CONFIG's `cluster` (they are not TensorFlow tasks) and have no
-  PyTorch rank.
+  but get no TF_CONFIG and are not in TF_CONFIG's `cluster` (they are not
+  TensorFlow tasks), and have no PyTorch rank.
 - CLOUD_ML_JOB_ID is the job's ID (the last part of its resource name); before a
   job exists (inspection) it is the display name.
 - PyTorch: MASTER_ADDR/MASTER_PORT are the primary's address; RANK counts the
@@ -126,7 +126,7 @@ def replicas(
         env = {"CLUSTER_SPEC": _json({"cluster": spec_cluster, "environment": "cloud", "task": task, "job": job_dict}),
                "CLOUD_ML_JOB_ID": job_id}
         tf_task = None
-        if distributed:
+        if distributed and (in_tf_cluster(pos) or pos == 3):
             tf_task = tf_names[pos]
             tf = {"type": tf_task, "index": i, **({"trial": trial_id} if trial_id else {})}
             env["TF_CONFIG"] = _json({"cluster": tf_cluster, "task": tf, "environment": "cloud", "job": job_dict})

@@ -253,6 +253,8 @@ def _field_error(text: str, prefix: str) -> SpecError:
         reason = f"unknown field {m.group(1)!r}"
         if not at and chain:
             path = ".".join(chain)
+    elif "oneof" in reason:
+        reason = "give exactly one of containerSpec or pythonPackageSpec"
     elif m := re.search(r"invalid literal for int\(\) with base 10: (.+)", reason):
         reason = f"not a whole number: {m.group(1)}"
     path = ".".join(x for x in (prefix, path) if x)
@@ -329,7 +331,8 @@ def _from_legacy(data: dict[str, Any], display_name: str | None) -> JobSpec:
     while len(pools) > 1 and not pools[-1]:
         pools.pop()
     spec = _parse_spec({"workerPoolSpecs": pools}, where)
-    job_id = str(data.get("jobId") or display_name or "job")
+    # a gcloud config.yaml has no jobId: make one from the file name that follows AI Platform's rules
+    job_id = str(data.get("jobId") or re.sub(r"^(?![A-Za-z])", "job_", re.sub(r"\W", "_", display_name or "job")))
     extra = {k: v for k, v in ti.items() if k not in _LEGACY_CONSUMED}
     legacy = LegacyOptions(job_id, bool(ti.get("useChiefInTfConfig", False)), str(ti.get("jobDir") or ""), extra)
     return JobSpec(job_id, spec, dict(data.get("labels") or {}), legacy)
@@ -347,6 +350,9 @@ def _legacy_pool(ti: dict[str, Any], role: str, mtype: str, count: int, master_i
     cfg = ti.get(f"{role}Config") or {}
     machine, gpu, gpus = LEGACY_MACHINES.get(mtype, (mtype, "", 0))
     accel = cfg.get("acceleratorConfig") or {}
+    if accel.get("type") and str(accel["type"]) not in v1.AcceleratorType.__members__:
+        names = ", ".join(list(v1.AcceleratorType.__members__)[1:])
+        raise SpecError(f"{where}.acceleratorConfig.type", f"invalid value {accel['type']!r} (valid: {names})")
     machine_spec: dict[str, Any] = {"machineType": machine}
     if accel or gpu:
         machine_spec["acceleratorType"] = accel.get("type", gpu)

@@ -111,7 +111,8 @@ def _machine_rules(ms: v1.MachineSpec, where: str) -> Iterator[str]:
         hint = f" (did you mean: {', '.join(close)})" if close else ""
         yield f"{where}.machineType: {name!r} is not a Vertex AI training machine type{hint}"
         return
-    accel = ms.accelerator_type.name if ms.accelerator_type else ""
+    # an unknown enum number parses as a plain int
+    accel = str(getattr(ms.accelerator_type, "name", int(ms.accelerator_type))) if ms.accelerator_type else ""
     count = ms.accelerator_count
     if count and not accel:
         yield f"{where}.acceleratorCount: {count} needs an acceleratorType"

@@ -134,6 +134,9 @@ class Supervisor:
             self.job, trial=self.trial, style=self.backend.address_style, job_id=self.job_id, output_dir=output_dir,
             ports=self.backend.ports(self.job.replica_count))
         self.result.replicas = [ReplicaResult(r.task_name, r.role, r.address) for r in self.replicas]
+        if self.backend.address_style != "cloud":  # on Cloud Storage folders need no creating; here they do
+            for folder in cluster.output_env(output_dir, self.trial).values():
+                Path(folder).mkdir(parents=True, exist_ok=True)
         pools = dict(self.job.pools)
         for n, replica in enumerate(self.replicas):
             if self._cancelled.is_set():

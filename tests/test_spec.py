@@ -1,0 +1,339 @@
+"""JobSpec: every accepted format loads (JSON and YAML), dumps, and loads back the same;
+legacy AI Platform trainingInput maps onto worker pools; bad input is one SpecError line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from jupyter_ext.errors import SpecError, WorkbenchError
+from jupyter_ext.spec import FORMATS, JobSpec
+
+SPECS = Path(__file__).parent / "data" / "specs"
+# format -> sample files under tests/data/specs (each has a .json and a .yaml twin)
+SAMPLES = {
+    "rest": ["rest_custom_job"],
+    "gcloud": ["gcloud_config"],
+    "sdk": ["sdk_pools", "sdk_job"],
+    "legacy": ["legacy_config"],
+}
+ALL_SAMPLES = [(fmt, stem) for fmt, stems in SAMPLES.items() for stem in stems]
+TF_CPU = "us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-17.py310:latest"
+
+
+def pool(machine="n1-standard-4", accel=None, count=None, replicas=1, image="gcr.io/p/trainer:1"):
+    ms = {"machineType": machine}
+    if accel is not None:
+        ms["acceleratorType"] = accel
+    if count is not None:
+        ms["acceleratorCount"] = count
+    return {"machineSpec": ms, "replicaCount": replicas, "containerSpec": {"imageUri": image}}
+
+
+def legacy(**training_input):
+    ti = {"scaleTier": "CUSTOM", "masterType": "standard", "masterConfig": {"imageUri": "gcr.io/p/master:1"}}
+    ti.update(training_input)
+    return JobSpec.from_dict({"jobId": "census", "trainingInput": ti})
+
+
+def machine(p):
+    ms = p.machine_spec
+    return ms.machine_type, ms.accelerator_type.name if ms.accelerator_count else "", ms.accelerator_count
+
+
+# ---- every format loads, from JSON and from YAML -------------------------------------------------------
+
+def test_rest_body_loads_enum_numbers_and_int64_strings():
+    job = JobSpec.load(SPECS / "rest_custom_job.json")
+    assert job.display_name == "mnist-rest"
+    assert job.labels == {"team": "vision"}
+    assert [machine(p) for _, p in job.pools] == [("n1-standard-8", "NVIDIA_TESLA_T4", 1),
+                                                  ("n1-standard-8", "NVIDIA_TESLA_T4", 2)]
+    assert [p.replica_count for _, p in job.pools] == [1, 2]
+    assert job.spec.base_output_directory.output_uri_prefix == "gs://bucket/mnist"
+    assert list(job.spec.worker_pool_specs[1].container_spec.args) == ["--epochs", "3"]
+
+
+def test_gcloud_config_loads_with_gap_pool():
+    job = JobSpec.load(SPECS / "gcloud_config.yaml")
+    assert job.display_name == "gcloud_config"  # a gcloud config has no name: the file's
+    assert [pos for pos, _ in job.pools] == [0, 2]
+    assert len(job.spec.worker_pool_specs) == 3
+    assert machine(job.spec.worker_pool_specs[0]) == ("n1-highmem-8", "NVIDIA_TESLA_V100", 2)
+    assert job.spec.worker_pool_specs[2].replica_count == 2
+    assert job.spec.worker_pool_specs[2].container_spec.env[0].name == "ROLE"
+    assert job.spec.scheduling.timeout.total_seconds() == 3600
+
+
+@pytest.mark.parametrize("suffix", ["json", "yaml"])
+def test_sdk_list_of_worker_pool_specs(suffix):
+    job = JobSpec.load(SPECS / f"sdk_pools.{suffix}")
+    assert job.display_name == "sdk_pools"
+    assert [p.replica_count for _, p in job.pools] == [1, 3]
+    pkg = job.spec.worker_pool_specs[1].python_package_spec
+    assert (pkg.executor_image_uri, list(pkg.package_uris), pkg.python_module, list(pkg.args)) == (
+        TF_CPU, ["gs://bucket/trainer-0.1.tar.gz"], "trainer.task", ["--lr", "0.01"])
+
+
+@pytest.mark.parametrize("suffix", ["json", "yaml"])
+def test_sdk_object_with_display_name_and_base_output_dir(suffix):
+    job = JobSpec.load(SPECS / f"sdk_job.{suffix}")
+    assert job.display_name == "multiworker-cassava-sdk"
+    assert job.spec.base_output_directory.output_uri_prefix == "gs://bucket/cassava"
+    assert [machine(p) for _, p in job.pools] == [("n1-standard-8", "NVIDIA_TESLA_V100", 1)] * 2
+    assert job.spec.worker_pool_specs[0].container_spec.image_uri == "gcr.io/proj/multiworker:cassava"
+
+
+@pytest.mark.parametrize("suffix", ["json", "yaml"])
+def test_legacy_training_input_config(suffix):
+    job = JobSpec.load(SPECS / f"legacy_config.{suffix}")
+    pools = list(job.spec.worker_pool_specs)
+    assert [machine(p) for p in pools] == [
+        ("n1-highcpu-16", "", 0),  # complex_model_m
+        ("n1-standard-4", "NVIDIA_TESLA_T4", 1),  # standard + acceleratorConfig
+        ("n1-highmem-8", "", 0),  # large_model
+        ("n1-highcpu-16", "", 0),  # evaluatorType defaults to masterType
+    ]
+    assert [p.replica_count for p in pools] == [1, 2, 1, 1]
+    assert [p.container_spec.image_uri for p in pools] == [
+        "gcr.io/proj/census:master", "gcr.io/proj/census:worker", "gcr.io/proj/census:master",
+        "gcr.io/proj/census:master"]
+    assert [list(p.container_spec.args) for p in pools] == [["--train-steps", "1000"]] * 4
+    assert [list(p.container_spec.args) for p in job.custom_job_spec().worker_pool_specs] == [
+        ["--train-steps", "1000", "--job-dir", "gs://bucket/census"]] * 4
+    assert job.legacy.use_chief_in_tf_config is True
+    assert job.legacy.job_dir == "gs://bucket/census"
+    assert job.legacy.extra == {"region": "us-central1"}
+
+
+@pytest.mark.parametrize("fmt,stem", ALL_SAMPLES)
+def test_json_and_yaml_twins_give_the_same_job(fmt, stem):
+    assert JobSpec.load(SPECS / f"{stem}.json") == JobSpec.load(SPECS / f"{stem}.yaml")
+
+
+def test_load_accepts_text_dicts_and_messages():
+    path = SPECS / "rest_custom_job.yaml"
+    job = JobSpec.load(path)
+    assert JobSpec.load(str(path)) == job
+    assert JobSpec.load(path.read_text()) == job
+    assert JobSpec.load(yaml.safe_load(path.read_text())) == job
+    assert JobSpec.load(job.custom_job()) == job
+
+
+# ---- enum names vs numbers, int64 as strings vs numbers ------------------------------------------------
+
+@pytest.mark.parametrize("a,b", [
+    (pool("n1-standard-8", "NVIDIA_TESLA_T4", 2), pool("n1-standard-8", 5, 2)),
+    (pool("n1-standard-8", "NVIDIA_TESLA_V100", 1), pool("n1-standard-8", 3, "1")),
+    (pool(replicas=1), pool(replicas="1")),
+], ids=["enum-name-vs-number", "count-as-string", "int64-as-string"])
+def test_equivalent_spellings_give_the_same_job(a, b):
+    assert JobSpec.from_dict([a], "x") == JobSpec.from_dict([b], "x")
+    assert JobSpec.from_dict({"workerPoolSpecs": [a]}, "x") == JobSpec.from_dict({"workerPoolSpecs": [b]}, "x")
+
+
+def test_different_values_give_different_jobs():
+    assert JobSpec.from_dict([pool(replicas=1), pool(replicas=2)], "x") != \
+        JobSpec.from_dict([pool(replicas=1), pool(replicas=3)], "x")
+    assert JobSpec.from_dict([pool("n1-standard-8", 5, 1)], "x") != JobSpec.from_dict([pool("n1-standard-8", 3, 1)], "x")
+
+
+# ---- round trips ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("as_yaml", [False, True], ids=["json", "yaml"])
+@pytest.mark.parametrize("fmt,stem", ALL_SAMPLES)
+def test_round_trip_in_own_format(fmt, stem, as_yaml):
+    job = JobSpec.load(SPECS / f"{stem}.json")
+    text = job.dump(fmt, as_yaml=as_yaml)
+    if not as_yaml:
+        json.loads(text)  # really JSON
+    assert JobSpec.load(text, display_name=job.display_name) == job
+
+
+@pytest.mark.parametrize("as_yaml", [False, True], ids=["json", "yaml"])
+@pytest.mark.parametrize("fmt", ["rest", "gcloud", "sdk"])
+@pytest.mark.parametrize("stem", ["rest_custom_job", "gcloud_config", "sdk_job", "sdk_pools"])
+def test_vertex_formats_convert_into_each_other(stem, fmt, as_yaml):
+    job = JobSpec.load(SPECS / f"{stem}.yaml")
+    back = JobSpec.load(job.dump(fmt, as_yaml=as_yaml), display_name=job.display_name)
+    assert (back.display_name, back.spec) == (job.display_name, job.spec)
+    if fmt != "gcloud":  # a gcloud config has no labels (they are a command-line flag)
+        assert back.labels == job.labels
+
+
+def test_dump_formats_have_their_own_shape():
+    job = JobSpec.load(SPECS / "sdk_job.yaml")
+    rest = job.to_dict("rest")
+    assert rest["displayName"] == "multiworker-cassava-sdk"
+    assert rest["jobSpec"]["workerPoolSpecs"][0]["machineSpec"]["acceleratorType"] == "NVIDIA_TESLA_V100"
+    gcloud = job.to_dict("gcloud")
+    assert "displayName" not in gcloud and gcloud["workerPoolSpecs"][1]["replicaCount"] == 1
+    assert gcloud["baseOutputDirectory"] == {"outputUriPrefix": "gs://bucket/cassava"}
+    sdk = job.to_dict("sdk")
+    assert sdk["display_name"] == "multiworker-cassava-sdk" and sdk["base_output_dir"] == "gs://bucket/cassava"
+    assert sdk["worker_pool_specs"][0]["machine_spec"]["machine_type"] == "n1-standard-8"
+    leg = job.to_dict("legacy")
+    assert leg["jobId"] == "multiworker_cassava_sdk"  # a valid AI Platform job ID
+    assert leg["trainingInput"]["masterConfig"]["imageUri"] == "gcr.io/proj/multiworker:cassava"
+    assert leg["trainingInput"]["workerCount"] in ("1", 1)
+    with pytest.raises(SpecError, match=r"^--format: unknown format 'xml' \(valid: rest, gcloud, sdk, legacy\)$"):
+        job.to_dict("xml")
+    assert FORMATS == ("rest", "gcloud", "sdk", "legacy")
+
+
+def test_legacy_job_dumped_for_vertex_carries_job_dir():
+    job = JobSpec.load(SPECS / "legacy_config.yaml")
+    vertex = JobSpec.load(job.dump("rest"))
+    assert vertex.legacy is None
+    assert vertex.spec == job.custom_job_spec()
+
+
+# ---- legacy AI Platform mapping ------------------------------------------------------------------------
+
+def test_legacy_roles_map_to_pools_in_order():
+    job = legacy(workerCount=3, parameterServerCount="2", evaluatorCount=1)
+    assert [(pos, p.replica_count) for pos, p in job.pools] == [(0, 1), (1, 3), (2, 2), (3, 1)]
+
+
+def test_legacy_missing_middle_role_leaves_an_empty_pool():
+    job = legacy(parameterServerCount=1)
+    assert [pos for pos, _ in job.pools] == [0, 2]
+    assert len(job.spec.worker_pool_specs) == 3
+
+
+def test_legacy_images_and_types_default_to_the_masters():
+    job = legacy(masterType="complex_model_m", workerCount=2, parameterServerCount=1,
+                 parameterServerConfig={"imageUri": "gcr.io/p/ps:1"})
+    pools = list(job.spec.worker_pool_specs)
+    assert [p.container_spec.image_uri for p in pools] == ["gcr.io/p/master:1", "gcr.io/p/master:1", "gcr.io/p/ps:1"]
+    assert [p.machine_spec.machine_type for p in pools] == ["n1-highcpu-16"] * 3
+
+
+@pytest.mark.parametrize("legacy_name,machine_type", [
+    ("standard", "n1-standard-4"), ("complex_model_m", "n1-highcpu-16"), ("large_model", "n1-highmem-8"),
+    ("n1-standard-16", "n1-standard-16"),
+])
+def test_legacy_machine_names(legacy_name, machine_type):
+    assert legacy(masterType=legacy_name).spec.worker_pool_specs[0].machine_spec.machine_type == machine_type
+
+
+def test_scale_tier_basic_is_one_standard_primary():
+    job = JobSpec.from_dict({"trainingInput": {"scaleTier": "BASIC", "masterConfig": {"imageUri": "gcr.io/p/i"},
+                                               "workerCount": 4}})
+    assert [(pos, p.replica_count, p.machine_spec.machine_type) for pos, p in job.pools] == [(0, 1, "n1-standard-4")]
+    assert job.replica_count == 1
+
+
+@pytest.mark.parametrize("tier", ["STANDARD_1", "PREMIUM_1", "BASIC_GPU"])
+def test_unpublished_scale_tiers_are_errors(tier):
+    with pytest.raises(SpecError) as err:
+        JobSpec.from_dict({"trainingInput": {"scaleTier": tier, "masterConfig": {"imageUri": "gcr.io/p/i"}}})
+    assert str(err.value).startswith("trainingInput.scaleTier: ")
+    assert tier in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_custom_tier_needs_master_type():
+    with pytest.raises(SpecError, match=r"^trainingInput\.masterType: "):
+        JobSpec.from_dict({"trainingInput": {"scaleTier": "CUSTOM", "masterConfig": {"imageUri": "gcr.io/p/i"}}})
+
+
+def test_job_dir_becomes_flag_and_output_directory():
+    job = legacy(workerCount=1, parameterServerCount=1, args=["--steps", "5"], jobDir="gs://b/jd")
+    spec = job.custom_job_spec()
+    assert [list(p.container_spec.args) for _, p in job.pools] == [["--steps", "5"]] * 3
+    assert [list(p.container_spec.args) for p in spec.worker_pool_specs] == [
+        ["--steps", "5", "--job-dir", "gs://b/jd"]] * 3
+    assert spec.base_output_directory.output_uri_prefix == "gs://b/jd"
+    assert not job.spec.base_output_directory.output_uri_prefix
+    assert job.custom_job().job_spec == spec
+
+
+def test_python_module_and_packages_give_python_package_pools():
+    job = JobSpec.from_dict({"trainingInput": {
+        "scaleTier": "CUSTOM", "masterType": "standard", "workerCount": 2, "runtimeVersion": "2.11",
+        "pythonModule": "trainer.task", "packageUris": ["gs://b/trainer-0.1.tar.gz"], "args": ["--lr", "0.1"]}})
+    assert [pos for pos, _ in job.pools] == [0, 1]
+    for _, p in job.pools:
+        assert "container_spec" not in p
+        pkg = p.python_package_spec
+        assert pkg.python_module == "trainer.task"
+        assert list(pkg.package_uris) == ["gs://b/trainer-0.1.tar.gz"]
+        assert list(pkg.args) == ["--lr", "0.1"]
+        assert pkg.executor_image_uri.startswith("us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-11")
+
+
+def test_legacy_without_image_or_module_is_an_error():
+    with pytest.raises(SpecError, match=r"^trainingInput\.masterConfig\.imageUri: "):
+        JobSpec.from_dict({"trainingInput": {"masterType": "standard"}})
+
+
+# ---- errors: one SpecError line naming the field --------------------------------------------------------
+
+def spec_error(source, **kwargs) -> str:
+    with pytest.raises(SpecError) as err:
+        JobSpec.load(source, **kwargs)
+    assert isinstance(err.value, WorkbenchError)
+    text = str(err.value)
+    assert text and "\n" not in text and "Traceback" not in text
+    return text
+
+
+def test_unknown_field_names_where():
+    assert spec_error({"workerPoolSpecs": [dict(pool(), replicas=2)]}) == \
+        "workerPoolSpecs[0]: unknown field 'replicas'"
+    body = {"displayName": "a", "jobSpec": {"workerPoolSpecs": [pool()]}}
+    body["jobSpec"]["workerPoolSpecs"][0]["machineSpec"]["gpus"] = 1
+    assert spec_error(body) == "jobSpec.workerPoolSpecs[0].machineSpec: unknown field 'gpus'"
+
+
+@pytest.mark.parametrize("source,path", [
+    ({"workerPoolSpecs": [pool("n1-standard-8", "NVIDIA_T4", 1)]}, "workerPoolSpecs[0].machineSpec.acceleratorType"),
+    ({"displayName": "a", "jobSpec": {"workerPoolSpecs": [pool(), pool("n1-standard-8", "T4", 1)]}},
+     "jobSpec.workerPoolSpecs[1].machineSpec.acceleratorType"),
+])
+def test_bad_enum_name_names_path_and_lists_valid_names(source, path):
+    text = spec_error(source)
+    assert text.startswith(f"{path}: ")
+    assert "NVIDIA_TESLA_T4" in text and "NVIDIA_TESLA_V100" in text and "TPU_V3" in text
+    assert "ACCELERATOR_TYPE_UNSPECIFIED" not in text
+
+
+def test_legacy_bad_accelerator_names_the_legacy_field():
+    text = spec_error({"trainingInput": {
+        "masterType": "standard", "masterConfig": {"imageUri": "gcr.io/p/i"}, "workerCount": 1,
+        "workerConfig": {"acceleratorConfig": {"type": "T4", "count": 1}}}})
+    # the user wrote trainingInput.workerConfig.acceleratorConfig.type, not a workerPoolSpecs path
+    assert text.startswith("trainingInput.workerConfig.acceleratorConfig.type: "), text
+
+
+@pytest.mark.parametrize("count", ["two", "1.5x", 1.5])
+def test_non_integer_replica_count_names_pool(count):
+    text = spec_error({"workerPoolSpecs": [pool(), pool(replicas=count)]})
+    assert text.startswith("workerPoolSpecs[1].replicaCount: ")
+
+
+def test_legacy_non_integer_count():
+    with pytest.raises(SpecError, match=r"^trainingInput\.workerCount: not a whole number: 'two'$"):
+        legacy(workerCount="two")
+
+
+def test_yaml_syntax_error(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("workerPoolSpecs:\n  - machineSpec: {machineType: n1-standard-4\n")
+    text = spec_error(bad)
+    assert str(bad) in text and "line" in text
+
+
+@pytest.mark.parametrize("source", [{"displayName": "x", "foo": 1}, "just a: mapping\n", 42])
+def test_mapping_that_is_no_job(source):
+    text = spec_error(source)
+    assert "job" in text
+
+
+def test_missing_file(tmp_path):
+    assert spec_error(tmp_path / "nope.yaml") == f"no such job file: {tmp_path / 'nope.yaml'}"
+    assert spec_error("nope.json") == "no such job file: nope.json"
