@@ -28,11 +28,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args))
     except WorkbenchError as exc:
-        for line in str(exc).splitlines():
-            print(f"vtrain: error: {line}", file=sys.stderr)
-        return USAGE_ERROR
+        return _fail(str(exc))
     except BrokenPipeError:  # `vtrain ... | head`
         return 0
+    except Exception as exc:
+        # errors the API clients report (bad job ID, no credentials) are the user's to fix, not bugs
+        from google.api_core.exceptions import GoogleAPICallError
+        from google.auth.exceptions import GoogleAuthError
+
+        if isinstance(exc, GoogleAPICallError):
+            return _fail(f"{exc.code.value if exc.code else ''} {exc.message}".strip())
+        if isinstance(exc, GoogleAuthError):
+            return _fail(f"Google Cloud credentials: {exc}")
+        raise
+
+
+def _fail(message: str) -> int:
+    for line in message.splitlines():
+        print(f"vtrain: error: {line}", file=sys.stderr)
+    return USAGE_ERROR
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -79,7 +93,61 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--backend", default="process", help="where replicas run: process (default)")
     r.add_argument("--quiet", action="store_true", help="do not echo replica output (it is still in the logs)")
     r.set_defaults(func=cmd_run)
+
+    s = sub.add_parser("submit", help="launch a CustomJob (local service by default, or Vertex AI)",
+                       description="Create the CustomJob through the Vertex AI client: on the local service (started "
+                                   "on demand) by default, on Vertex AI with --project, --region and --staging-bucket.")
+    s.add_argument("spec", metavar="SPEC", help=spec_help)
+    s.add_argument("--name", metavar="NAME", help="display name (default: from the job)")
+    s.add_argument("--backend", default="process", help="local replicas as: process (default) or docker")
+    s.add_argument("--follow", action="store_true", help="stream the logs until the job ends; exit 0 SUCCEEDED, "
+                   "1 FAILED, 130 CANCELLED")
+    _target_flags(s, staging=True)
+    s.set_defaults(func=cmd_submit)
+
+    j = sub.add_parser("jobs", help="list jobs", description="List CustomJobs, newest first.")
+    j.add_argument("--state", metavar="STATE", help="only jobs in this state, e.g. JOB_STATE_RUNNING or RUNNING")
+    j.add_argument("--json", action="store_true", help="print the jobs as JSON")
+    _target_flags(j)
+    j.set_defaults(func=cmd_jobs)
+
+    lg = sub.add_parser("logs", help="show a job's logs", description="Show a job's log entries, read through "
+                        "the Cloud Logging client (from Cloud Logging, or from the local service).")
+    lg.add_argument("job", metavar="JOB", help="job ID or resource name")
+    lg.add_argument("--replica", metavar="TASK_NAME", help="only this replica, e.g. workerpool1-0")
+    lg.add_argument("--follow", "-f", action="store_true", help="keep showing new lines until the job ends")
+    _target_flags(lg)
+    lg.set_defaults(func=cmd_logs)
+
+    cn = sub.add_parser("cancel", help="cancel a job", description="Cancel a running job.")
+    cn.add_argument("job", metavar="JOB", help="job ID or resource name")
+    _target_flags(cn)
+    cn.set_defaults(func=cmd_cancel)
+
+    sv = sub.add_parser("service", help="manage the local service",
+                        description="The local service speaks Vertex AI's CustomJob API and Cloud Logging's "
+                                    "entries:list on 127.0.0.1 and runs jobs on this machine.")
+    sv.add_argument("action", choices=("start", "stop", "status"))
+    sv.add_argument("--json", action="store_true", help="status as JSON (endpoint, token_file, pid)")
+    sv.set_defaults(func=cmd_service)
     return p
+
+
+def _target_flags(p: argparse.ArgumentParser, staging: bool = False) -> None:
+    p.add_argument("--project", metavar="PROJECT", help="use Vertex AI in this Google Cloud project "
+                   "(default: the local service)")
+    p.add_argument("--region", metavar="REGION", help="Vertex AI region, e.g. us-central1")
+    if staging:
+        p.add_argument("--staging-bucket", metavar="GS_URI", default="",
+                       help="gs:// bucket for outputs (base output directory) on Vertex AI")
+
+
+def _target(args: argparse.Namespace) -> Any:
+    from .launch import Target
+
+    if args.project or args.region:
+        return Target.vertex(args.project, args.region, getattr(args, "staging_bucket", ""))
+    return Target(backend=getattr(args, "backend", "process"))
 
 
 def _load(path: str, name: str | None = None) -> JobSpec:
@@ -170,6 +238,96 @@ def cmd_run(args: argparse.Namespace) -> int:
         say(result.error)
     say(_summary(result))
     return result.exit_code
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
+    from .launch import EXIT_CODES, submit
+
+    handle = submit(_load(args.spec), _target(args), display_name=args.name)
+    where = handle.console_url or "the local service"
+    print(f"submitted {handle.name} ({where})")
+    if not args.follow:
+        print(f"follow it with: vtrain logs {handle.id} --follow")
+        return 0
+    try:
+        _print_logs(handle, None, follow=True)
+    except KeyboardInterrupt:
+        print(f"stopped following; the job goes on (vtrain cancel {handle.id})")
+        return 130
+    state = handle.wait()
+    if handle.error:
+        print(handle.error)
+    print(f"job {handle.id} {state.removeprefix('JOB_STATE_')}")
+    return EXIT_CODES.get(state, 1)
+
+
+def cmd_jobs(args: argparse.Namespace) -> int:
+    from .launch import list_jobs
+
+    state = args.state.upper() if args.state else ""
+    if state and not state.startswith("JOB_STATE_"):
+        state = "JOB_STATE_" + state
+    jobs = list_jobs(_target(args), f'state="{state}"' if state else "")
+    if args.json:
+        from .spec import message_to_dict
+
+        print(json.dumps([message_to_dict(j) for j in jobs], indent=2))
+        return 0
+    rows = [("ID", "STATE", "REPLICAS", "CREATED", "NAME")]
+    for j in jobs:
+        replicas = sum(p.replica_count for p in j.job_spec.worker_pool_specs)
+        created = j.create_time.strftime("%Y-%m-%d %H:%M:%S") if j.create_time else ""
+        rows.append((j.name.rsplit("/", 1)[1], j.state.name.removeprefix("JOB_STATE_"), str(replicas), created,
+                     j.display_name))
+    widths = [max(len(r[c]) for r in rows) for c in range(4)]
+    for r in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(r, widths)) + "  " + r[4])
+    return 0
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    from .launch import attach
+
+    try:
+        _print_logs(attach(args.job, _target(args)), args.replica, follow=args.follow)
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+def _print_logs(handle: Any, replica: str | None, follow: bool) -> None:
+    for record in handle.logs(replica=replica, follow=follow):
+        stamp = record.timestamp.strftime("%H:%M:%S.%f")[:-3]
+        print(f"{stamp} [{record.task_name}] {record.text}", flush=True)
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    from .launch import attach
+
+    handle = attach(args.job, _target(args))
+    handle.cancel()
+    print(f"cancelling {handle.name}")
+    return 0
+
+
+def cmd_service(args: argparse.Namespace) -> int:
+    from .service import daemon
+
+    if args.action == "start":
+        info = daemon.ensure_running()
+        print(f"local service on {info['endpoint']} (pid {info['pid']})")
+    elif args.action == "stop":
+        print("stopped" if daemon.stop() else "not running")
+    else:
+        info = daemon.status()
+        if args.json:
+            print(json.dumps(info or {"running": False, "token_file": str(daemon.token_file())}, indent=2))
+        elif info:
+            print(f"running on {info['endpoint']} (pid {info['pid']}); token in {info['token_file']}")
+        else:
+            print("not running")
+        return 0 if info else 1
+    return 0
 
 
 def _interrupt(_signum: int, _frame: Any) -> None:

@@ -18,6 +18,8 @@ OutputSink = Callable[[str, bytes], None]
 
 
 class ReplicaHandle(Protocol):
+    ident: str  # the backend's name for the replica: a process group ID, a container ID
+
     def wait(self, timeout: float | None = None) -> int | None:
         """The exit code once the replica has exited (negative: killed by that signal), else None."""
 

@@ -29,6 +29,7 @@ READ_SIZE = 1 << 16
 class ProcessHandle:
     def __init__(self, proc: subprocess.Popen[bytes]) -> None:
         self.proc = proc
+        self.ident = str(proc.pid)  # also its process group ID
         self.output_done = threading.Event()
         self._open_streams = 2
 
@@ -143,6 +144,17 @@ class ProcessBackend:
         handle = ProcessHandle(proc)
         self._pump.add(handle, sink)
         return handle
+
+    def cleanup_job(self, job_id: str) -> None:
+        """Kill every process of a job that an earlier supervisor could not stop (it crashed):
+        replicas carry CLOUD_ML_JOB_ID, and so does everything they started."""
+        marker = f"CLOUD_ML_JOB_ID={job_id}".encode()
+        for entry in Path("/proc").iterdir():
+            try:
+                if entry.name.isdigit() and marker in (entry / "environ").read_bytes().split(b"\0"):
+                    os.kill(int(entry.name), signal.SIGKILL)
+            except OSError:
+                pass
 
     def cleanup(self) -> None:
         if self._pump is not None:

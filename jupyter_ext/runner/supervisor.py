@@ -43,6 +43,7 @@ class ReplicaResult:
     address: str
     exit_code: int | None = None  # None: stopped by the runner
     lines: int = 0
+    ident: str = ""  # the backend's name for it: a process group ID, a container ID
 
 
 @dataclass
@@ -96,12 +97,14 @@ class Supervisor:
         self._exit_codes: dict[int, int] = {}
         self._cancelled = threading.Event()
         self._failed: tuple[int, int] | None = None
+        self._cancel_reason = ""
         self.result = JobResult(self.job_id, job.display_name, "QUEUED", "", str(self.job_dir),
                                 self.backend.name, now_rfc3339())
 
     # ---- public ------------------------------------------------------------
-    def cancel(self) -> None:
+    def cancel(self, reason: str = "cancelled by the user") -> None:
         """Stop the job from any thread; `run()` returns with CANCELLED."""
+        self._cancel_reason = reason
         self._cancelled.set()
         self._events.put(("cancel", -1, 0))
 
@@ -140,15 +143,17 @@ class Supervisor:
         pools = dict(self.job.pools)
         for n, replica in enumerate(self.replicas):
             if self._cancelled.is_set():
-                return "CANCELLED", "cancelled before all replicas started"
+                return "CANCELLED", self._cancel_reason
             log = ReplicaLog(replica.task_name, self.job_dir / "logs" / f"{replica.task_name}.log", self.on_lines)
             self._logs.append(log)
             handle = self.backend.start(replica, pools[replica.pool], log)
             self._handles.append(handle)
+            self.result.replicas[n].ident = getattr(handle, "ident", "")
             threading.Thread(target=self._watch_exit, args=(n, handle), daemon=True,
                              name=f"wait-{replica.task_name}").start()
         self.result.start_time = now_rfc3339()
         self._set_state("RUNNING")
+        self._write_status()  # what runs, so a restarted service can clean up after a crash
         return self._supervise()
 
     def _watch_exit(self, n: int, handle: ReplicaHandle) -> None:
@@ -168,7 +173,7 @@ class Supervisor:
                 continue
             if kind == "cancel":
                 self._set_state("CANCELLING")
-                return "CANCELLED", "cancelled by the user"
+                return "CANCELLED", self._cancel_reason
             self._exit_codes[n] = code
             replica = self.replicas[n]
             if code != 0:

@@ -1,0 +1,242 @@
+"""Submit, watch, cancel and read the logs of jobs, through the official clients only.
+
+One code path for both places a job can run: the `google-cloud-aiplatform` job
+client and the `google-cloud-logging` client talk either to Vertex AI and Cloud
+Logging or, for local jobs, to the workbench's local service, which speaks the
+same REST API. Locally the service is started on demand and the client
+authenticates with the service's token as an OAuth bearer token.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Iterator
+
+from google.cloud.aiplatform_v1 import types as v1
+
+from . import validate
+from .errors import WorkbenchError
+from .spec import JobSpec
+
+LOCAL_PROJECT = "local"
+LOCAL_REGION = "us-central1"
+BACKEND_LABEL = "vtrain-backend"
+FINAL = ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED")
+EXIT_CODES = {"JOB_STATE_SUCCEEDED": 0, "JOB_STATE_FAILED": 1, "JOB_STATE_CANCELLED": 130}
+CONSOLE = "https://console.cloud.google.com/vertex-ai/locations/{region}/training/{job}/cpu?project={project}"
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where jobs run: the local service (default) or Vertex AI."""
+
+    project: str = LOCAL_PROJECT
+    region: str = LOCAL_REGION
+    staging_bucket: str = ""
+    local: bool = True
+    backend: str = "process"  # local only: process or docker
+
+    @classmethod
+    def vertex(cls, project: str, region: str, staging_bucket: str = "") -> Target:
+        if not project or not region:
+            raise WorkbenchError("--project and --region: both are needed to run on Vertex AI")
+        return cls(project, region, staging_bucket, local=False)
+
+    @property
+    def parent(self) -> str:
+        return f"projects/{self.project}/locations/{self.region}"
+
+    def connection(self) -> tuple[str, Any]:
+        """(API endpoint, credentials) for the official clients."""
+        if not self.local:
+            return f"{self.region}-aiplatform.googleapis.com", None  # the user's default credentials
+        from google.oauth2.credentials import Credentials
+
+        from .service import daemon
+
+        info = daemon.ensure_running()
+        return info["endpoint"], Credentials(token=daemon.read_token())
+
+
+@dataclass(frozen=True)
+class LogRecord:
+    timestamp: datetime
+    task_name: str
+    severity: str
+    text: str
+    insert_id: str
+
+
+@dataclass
+class JobHandle:
+    """A submitted CustomJob, local or on Vertex AI."""
+
+    name: str  # projects/P/locations/L/customJobs/ID
+    target: Target
+    _resource: v1.CustomJob | None = field(default=None, repr=False)
+
+    @property
+    def id(self) -> str:
+        return self.name.rsplit("/", 1)[1]
+
+    @property
+    def console_url(self) -> str:
+        return "" if self.target.local else CONSOLE.format(region=self.target.region, job=self.id,
+                                                          project=self.target.project)
+
+    def refresh(self) -> v1.CustomJob:
+        self._resource = _job_client(self.target).get_custom_job(name=self.name)
+        return self._resource
+
+    @property
+    def resource(self) -> v1.CustomJob:
+        return self._resource or self.refresh()
+
+    @property
+    def state(self) -> str:
+        return self.refresh().state.name
+
+    @property
+    def error(self) -> str:
+        return self.resource.error.message
+
+    def wait(self, timeout: float | None = None, poll: float = 0.5) -> str:
+        """Block until the job ends; its final state."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = poll
+        while (state := self.state) not in FINAL:
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            time.sleep(delay)
+            delay = min(delay * 1.5, 5.0)
+        return state
+
+    def cancel(self) -> None:
+        _job_client(self.target).cancel_custom_job(name=self.name)
+
+    def logs(self, replica: str | None = None, follow: bool = False, poll: float = 0.5) -> Iterator[LogRecord]:
+        """The job's log entries in time order; with `follow`, new ones until the job ends."""
+        return read_logs(self, replica, follow, poll)
+
+
+def submit(spec: Any, target: Target | None = None, display_name: str | None = None) -> JobHandle:
+    """Validate `spec` (any accepted format) and create the CustomJob on the target."""
+    target = target or Target()
+    job = validate.check(JobSpec.load(spec, display_name))
+    if display_name:
+        job.display_name = display_name
+    resource = job.custom_job()
+    if target.local:
+        if target.backend != "process":
+            resource.labels[BACKEND_LABEL] = target.backend
+        _resolve_local_packages(resource, job)
+    else:
+        _check_cloud_packages(resource)
+        if not resource.job_spec.base_output_directory.output_uri_prefix and target.staging_bucket:
+            stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d-%H-%M-%S-%f")[:-3]
+            resource.job_spec.base_output_directory.output_uri_prefix = (
+                f"{target.staging_bucket.rstrip('/')}/aiplatform-custom-job-{stamp}")
+    created = _job_client(target).create_custom_job(parent=target.parent, custom_job=resource)
+    return JobHandle(created.name, target, created)
+
+
+def attach(job: str, target: Target | None = None) -> JobHandle:
+    """A handle on an existing job, by ID or resource name."""
+    target = target or Target()
+    if "/" in job:
+        parts = job.split("/")
+        if len(parts) != 6 or parts[0] != "projects" or parts[4] != "customJobs":
+            raise WorkbenchError(f"JOB: {job!r} is neither a job ID nor projects/P/locations/L/customJobs/ID")
+        target = Target(parts[1], parts[3], target.staging_bucket, target.local, target.backend)
+        return JobHandle(job, target)
+    return JobHandle(f"{target.parent}/customJobs/{job}", target)
+
+
+def list_jobs(target: Target | None = None, filter_text: str = "") -> list[v1.CustomJob]:
+    target = target or Target()
+    request = v1.ListCustomJobsRequest(parent=target.parent, filter=filter_text)
+    return list(_job_client(target).list_custom_jobs(request=request))
+
+
+def read_logs(handle: JobHandle, replica: str | None, follow: bool, poll: float) -> Iterator[LogRecord]:
+    """Poll the logging API with back-off; entries are de-duplicated by insertId,
+    and following stops once the job is final and its last entries were read."""
+    from google.cloud import logging as cloud_logging
+
+    client = _logging_client(handle.target)
+    base = f'resource.type="ml_job" AND resource.labels.job_id="{handle.id}"'
+    if replica:
+        base += f' AND resource.labels.task_name="{replica}"'
+    since, seen_at_since = "", set()
+    delay, done = poll, False
+    while True:
+        if follow:  # read the state before the entries: a final state means they are all written
+            done = handle.state in FINAL
+        query = f'{base} AND timestamp>="{since}"' if since else f'{base} AND timestamp>="1970-01-01T00:00:00Z"'
+        new = 0
+        for entry in client.list_entries(resource_names=[f"projects/{handle.target.project}"], filter_=query,
+                                         order_by=cloud_logging.ASCENDING, page_size=1000):
+            if entry.insert_id in seen_at_since:
+                continue
+            stamp = entry.timestamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            if stamp != since:
+                since, seen_at_since = stamp, set()
+            seen_at_since.add(entry.insert_id)
+            new += 1
+            yield _record(entry)
+        if not follow or done:
+            return
+        delay = poll if new else min(delay * 1.5, 5.0)
+        time.sleep(delay)
+
+
+def _record(entry: Any) -> LogRecord:
+    payload = entry.payload
+    if isinstance(payload, str):
+        text = payload
+    else:  # a JSON line: its message, or the line itself
+        text = str(payload["message"]) if isinstance(payload, dict) and "message" in payload else json.dumps(payload)
+    labels = entry.resource.labels if entry.resource else {}
+    return LogRecord(entry.timestamp, labels.get("task_name", ""), entry.severity or "DEFAULT", text, entry.insert_id)
+
+
+def _job_client(target: Target) -> Any:
+    from google.cloud.aiplatform_v1.services.job_service import JobServiceClient
+
+    endpoint, credentials = target.connection()
+    return JobServiceClient(credentials=credentials, transport="rest", client_options={"api_endpoint": endpoint})
+
+
+def _logging_client(target: Target) -> Any:
+    from google.cloud import logging as cloud_logging
+
+    if not target.local:
+        return cloud_logging.Client(project=target.project)
+    endpoint, credentials = target.connection()
+    return cloud_logging.Client(project=target.project, credentials=credentials, _use_grpc=False,
+                                client_options={"api_endpoint": endpoint})
+
+
+def _resolve_local_packages(resource: v1.CustomJob, job: JobSpec) -> None:
+    """The service runs elsewhere than the caller: relative package paths become absolute."""
+    from pathlib import Path
+
+    base = job.source_dir or Path.cwd()
+    for pool in resource.job_spec.worker_pool_specs:
+        if "python_package_spec" in pool:
+            uris = pool.python_package_spec.package_uris
+            for n, uri in enumerate(uris):
+                if "://" not in uri:
+                    uris[n] = str((base / uri).resolve())
+
+
+def _check_cloud_packages(resource: v1.CustomJob) -> None:
+    for pos, pool in enumerate(resource.job_spec.worker_pool_specs):
+        if "python_package_spec" in pool:
+            for n, uri in enumerate(pool.python_package_spec.package_uris):
+                if not uri.startswith("gs://"):
+                    raise WorkbenchError(f"workerPoolSpecs[{pos}].pythonPackageSpec.packageUris[{n}]: {uri!r} is not "
+                                         "in Cloud Storage; Vertex AI needs a gs:// URI (build an sdist and upload it)")

@@ -1,0 +1,58 @@
+"""`python -m jupyter_ext.service [--port N]`: run the local service in the foreground.
+
+Usually started detached by `vtrain service start` or the first local submit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import secrets
+import signal
+
+import tornado.httpserver
+import tornado.netutil
+
+from .. import paths
+from . import daemon
+from .app import make_app
+from .jobs import JobManager
+from .store import JobStore
+
+HOST = "127.0.0.1"  # loopback only: local jobs run code as the user
+
+
+async def serve(port: int) -> None:
+    token = secrets.token_urlsafe(32)
+    store = JobStore(paths.data_dir() / "jobs.sqlite")
+    manager = JobManager(store, paths.jobs_dir())
+    for job_id in manager.recover():
+        print(f"job {job_id} was running when the service stopped: marked FAILED", flush=True)
+    sockets = tornado.netutil.bind_sockets(port, HOST)
+    server = tornado.httpserver.HTTPServer(make_app(manager, token))
+    server.add_sockets(sockets)
+    endpoint = f"http://{HOST}:{sockets[0].getsockname()[1]}"
+    daemon.write_runtime(endpoint, token)
+    print(f"local Vertex AI service on {endpoint}", flush=True)
+    stopping = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stopping.set)
+    try:
+        await stopping.wait()
+    finally:
+        daemon.clear_runtime()
+        server.stop()
+        await loop.run_in_executor(None, manager.shutdown)  # running jobs are cancelled, replicas stopped
+        store.close()
+        print("stopped", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m jupyter_ext.service")
+    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
+    asyncio.run(serve(parser.parse_args().port))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,181 @@
+"""The local service's HTTP API: Vertex AI's v1 CustomJob resource and Cloud
+Logging's `entries:list`, in proto3 JSON exactly as the official clients' REST
+transports send and parse it. Every request needs the service's bearer token.
+"""
+
+from __future__ import annotations
+
+import base64
+import hmac
+import json
+import re
+from typing import Any
+
+import tornado.web
+from google.cloud.aiplatform_v1 import types as v1
+from google.protobuf import json_format
+
+from . import log_entries
+from .jobs import JobManager, ServiceError
+
+STATUS_NAMES = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED",
+                500: "INTERNAL"}
+JOBS = r"/v1/projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/customJobs"
+MAX_PAGE = 1000
+_LIST_FILTER = re.compile(r'\s*(state|display_name|displayName)\s*=\s*"?([^"\s]*)"?\s*(?:AND\s+|$)', re.I)
+
+
+class ApiHandler(tornado.web.RequestHandler):
+    def initialize(self, manager: JobManager, token: str) -> None:
+        self.manager = manager
+        self.token = token
+
+    def prepare(self) -> None:
+        supplied = self.request.headers.get("Authorization", "")
+        if not hmac.compare_digest(supplied.encode(), f"Bearer {self.token}".encode()):
+            raise ServiceError(401, "UNAUTHENTICATED", "a valid bearer token is required "
+                                                       "(see `vtrain service status --json` for the token file)")
+
+    def _handle_request_exception(self, e: BaseException) -> None:
+        if isinstance(e, ServiceError):
+            self._error(e.http, e.status, str(e))
+        elif isinstance(e, log_entries.FilterError):
+            self._error(400, "INVALID_ARGUMENT", str(e))
+        else:
+            super()._handle_request_exception(e)
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        self._error(status_code, STATUS_NAMES.get(status_code, "UNKNOWN"), self._reason)
+
+    def _error(self, code: int, status: str, message: str) -> None:
+        if self._finished:
+            return
+        self.clear()
+        self.set_status(code)
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps({"error": {"code": code, "message": message, "status": status}}))
+
+    def send(self, data: Any) -> None:
+        """A message as proto3 JSON; enums as numbers when the client asks (`$alt=json;enum-encoding=int`)."""
+        if hasattr(data, "_pb"):
+            ints = "enum-encoding=int" in self.get_query_argument("$alt", "")
+            data = json_format.MessageToDict(data._pb, use_integers_for_enums=ints)
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps(data))
+
+    def parse_body(self, message_type: Any) -> Any:
+        try:
+            return message_type.from_json(self.request.body or b"{}", ignore_unknown_fields=False)
+        except (json_format.ParseError, ValueError) as exc:
+            raise ServiceError(400, "INVALID_ARGUMENT", f"invalid JSON body: {exc}") from None
+
+    def parent(self, project: str, location: str) -> str:
+        return f"projects/{project}/locations/{location}"
+
+    def job(self, project: str, location: str, job: str) -> Any:
+        stored = self.manager.get(job)
+        if stored.parent != self.parent(project, location):
+            raise ServiceError(404, "NOT_FOUND", f"CustomJob {job} does not exist in {self.parent(project, location)}")
+        return stored
+
+
+class CustomJobsHandler(ApiHandler):
+    def post(self, project: str, location: str) -> None:
+        self.send(self.manager.create(self.parent(project, location), self.parse_body(v1.CustomJob)))
+
+    def get(self, project: str, location: str) -> None:
+        states, name = _list_filter(self.get_query_argument("filter", ""))
+        size = int(self.get_query_argument("pageSize", "0") or 0)
+        size = min(size, MAX_PAGE) if size > 0 else 100
+        after = _page_after(self.get_query_argument("pageToken", ""))
+        rows = self.manager.store.list(self.parent(project, location), states=states, display_name=name,
+                                       after=after, limit=size + 1)
+        body: dict[str, Any] = {"customJobs": [json_format.MessageToDict(r.resource._pb) for r in rows[:size]]}
+        if len(rows) > size:
+            last = rows[size - 1]
+            token = json.dumps([last.resource.create_time.strftime("%Y-%m-%dT%H:%M:%S.%fZ"), last.id])
+            body["nextPageToken"] = base64.urlsafe_b64encode(token.encode()).decode()
+        self.send(body)
+
+
+class CustomJobHandler(ApiHandler):
+    def get(self, project: str, location: str, job: str) -> None:
+        self.send(self.job(project, location, job).resource)
+
+    def delete(self, project: str, location: str, job: str) -> None:
+        stored = self.job(project, location, job)
+        self.manager.delete(stored.id)
+        self.send({"name": f"{stored.parent}/operations/delete-{stored.id}", "done": True,
+                   "response": {"@type": "type.googleapis.com/google.protobuf.Empty"}})
+
+
+class CancelHandler(ApiHandler):
+    def post(self, project: str, location: str, job: str) -> None:
+        self.manager.cancel(self.job(project, location, job).id)
+        self.send({})
+
+
+class EntriesHandler(ApiHandler):
+    """Cloud Logging `entries:list` over the local jobs' replica logs."""
+
+    def post(self) -> None:
+        try:
+            body = json.loads(self.request.body or b"{}")
+        except ValueError:
+            raise ServiceError(400, "INVALID_ARGUMENT", "invalid JSON body") from None
+        names = body.get("resourceNames") or [f"projects/{p}" for p in body.get("projectIds", [])] or ["projects/local"]
+        project = names[0].split("/")[1] if "/" in names[0] else names[0]
+        root = self.manager.jobs_root
+        sources = ((d.name, project, d, None) for d in sorted(root.iterdir())) if root.is_dir() else iter(())
+        self.send(log_entries.list_entries(sources, filter_text=body.get("filter", ""),
+                                           order_by=body.get("orderBy", "timestamp asc"),
+                                           page_size=int(body.get("pageSize") or 0),
+                                           page_token=body.get("pageToken", "")))
+
+
+class NotFoundHandler(ApiHandler):
+    def prepare(self) -> None:
+        super().prepare()
+        raise ServiceError(404, "NOT_FOUND", f"no such API: {self.request.method} {self.request.path}")
+
+
+def make_app(manager: JobManager, token: str) -> tornado.web.Application:
+    args = {"manager": manager, "token": token}
+    return tornado.web.Application(
+        [(JOBS, CustomJobsHandler, args),
+         (JOBS + r"/(?P<job>[^/:]+)", CustomJobHandler, args),
+         (JOBS + r"/(?P<job>[^/:]+):cancel", CancelHandler, args),
+         (r"/v2/entries:list", EntriesHandler, args),
+         (r".*", NotFoundHandler, args)],
+        default_handler_class=NotFoundHandler, default_handler_args=args)
+
+
+def _list_filter(text: str) -> tuple[list[int] | None, str | None]:
+    """The filter subset of ListCustomJobs: `state=...` and `display_name=...`, joined by AND."""
+    states, name, pos = [], None, 0
+    while pos < len(text):
+        m = _LIST_FILTER.match(text, pos)
+        if not m:
+            raise ServiceError(400, "INVALID_ARGUMENT", f"filter: cannot read {text[pos:]!r} "
+                                                        '(supported: state="JOB_STATE_..." and display_name="...", joined by AND)')
+        key, value = m.groups()
+        if key.lower() == "state":
+            try:
+                states.append(int(v1.JobState[value.upper()]))
+            except KeyError:
+                raise ServiceError(400, "INVALID_ARGUMENT", f"filter: unknown state {value!r}") from None
+        else:
+            name = value
+        pos = m.end()
+    return states or None, name
+
+
+def _page_after(token: str) -> tuple[str, str] | None:
+    if not token:
+        return None
+    try:
+        create_time, job_id = json.loads(base64.urlsafe_b64decode(token.encode()))
+        return str(create_time), str(job_id)
+    except (ValueError, TypeError):
+        raise ServiceError(400, "INVALID_ARGUMENT", "pageToken: not a token this service gave") from None
+

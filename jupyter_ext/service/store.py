@@ -1,0 +1,132 @@
+"""The local service's job store: SQLite under the workbench's data folder.
+
+A row keeps the CustomJob as the API returns it (proto3 JSON) next to the
+columns the service queries: state, display name, parent, times. A restarted
+service reads the same file, so old jobs and their logs stay listed.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from google.cloud.aiplatform_v1 import types as v1
+from google.protobuf import json_format
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY,
+    kind TEXT NOT NULL DEFAULT 'customJobs',
+    parent TEXT NOT NULL,
+    display_name TEXT NOT NULL,
+    state INTEGER NOT NULL,
+    create_time TEXT NOT NULL,
+    update_time TEXT NOT NULL,
+    job_dir TEXT NOT NULL,
+    backend TEXT NOT NULL,
+    resource TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS jobs_parent ON jobs (parent, kind, create_time);
+"""
+
+
+@dataclass
+class StoredJob:
+    id: str
+    parent: str
+    job_dir: Path
+    backend: str
+    resource: v1.CustomJob
+
+    @property
+    def name(self) -> str:
+        return self.resource.name
+
+    @property
+    def state(self) -> v1.JobState:
+        return self.resource.state
+
+
+class JobStore:
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.executescript(SCHEMA)
+        self._lock = threading.Lock()
+
+    def add(self, job: StoredJob) -> None:
+        r = job.resource
+        with self._lock:
+            self._db.execute(
+                "INSERT INTO jobs (id, parent, display_name, state, create_time, update_time, job_dir, backend, "
+                "resource) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (job.id, job.parent, r.display_name, int(r.state), _stamp(r, "create_time"), _stamp(r, "update_time"),
+                 str(job.job_dir), job.backend, _to_json(r)))
+
+    def save(self, job: StoredJob) -> None:
+        r = job.resource
+        with self._lock:
+            self._db.execute("UPDATE jobs SET state = ?, update_time = ?, resource = ? WHERE id = ?",
+                             (int(r.state), _stamp(r, "update_time"), _to_json(r), job.id))
+
+    def get(self, job_id: str) -> StoredJob | None:
+        with self._lock:
+            row = self._db.execute(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
+        return _row(row) if row else None
+
+    def list(self, parent: str, *, states: list[int] | None = None, display_name: str | None = None,
+             after: tuple[str, str] | None = None, limit: int = 1000) -> list[StoredJob]:
+        """Newest first; `after` is the (create_time, id) of the last job of the previous page."""
+        sql, args = f"SELECT {_COLUMNS} FROM jobs WHERE parent = ?", [parent]
+        if states:
+            sql += f" AND state IN ({', '.join('?' * len(states))})"
+            args += states
+        if display_name is not None:
+            sql += " AND display_name = ?"
+            args.append(display_name)
+        if after:
+            sql += " AND (create_time < ? OR (create_time = ? AND id < ?))"
+            args += [after[0], after[0], after[1]]
+        sql += " ORDER BY create_time DESC, id DESC LIMIT ?"
+        args.append(limit)
+        with self._lock:
+            rows = self._db.execute(sql, args).fetchall()
+        return [_row(r) for r in rows]
+
+    def unfinished(self) -> Iterator[StoredJob]:
+        final = [int(s) for s in FINAL_STATES]
+        with self._lock:
+            rows = self._db.execute(f"SELECT {_COLUMNS} FROM jobs WHERE state NOT IN ({', '.join('?' * len(final))})",
+                                    final).fetchall()
+        return (_row(r) for r in rows)
+
+    def delete(self, job_id: str) -> None:
+        with self._lock:
+            self._db.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+FINAL_STATES = (v1.JobState.JOB_STATE_SUCCEEDED, v1.JobState.JOB_STATE_FAILED, v1.JobState.JOB_STATE_CANCELLED)
+_COLUMNS = "id, parent, job_dir, backend, resource"
+
+
+def _row(row: tuple[Any, ...]) -> StoredJob:
+    job_id, parent, job_dir, backend, resource = row
+    return StoredJob(job_id, parent, Path(job_dir), backend, v1.CustomJob.from_json(resource))
+
+
+def _to_json(resource: v1.CustomJob) -> str:
+    return json.dumps(json_format.MessageToDict(resource._pb))
+
+
+def _stamp(resource: v1.CustomJob, field: str) -> str:
+    value = getattr(resource, field)
+    return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ") if value else ""  # sorts as text
