@@ -2,7 +2,7 @@
 PYTHON ?= python3
 PIP = $(PYTHON) -m pip install --quiet
 
-.PHONY: demo test install-test
+.PHONY: demo test install-test bench
 
 demo:
 	$(PIP) -e ".[examples]"
@@ -13,3 +13,9 @@ install-test:
 
 test: install-test
 	$(PYTHON) -m pytest
+
+# Benchmarks (not part of the tests): ratios measured side by side in one run.
+bench: install-test
+	$(PYTHON) tests/benchmarks/bench_orchestration.py
+	$(PYTHON) tests/benchmarks/bench_service.py
+	$(PYTHON) tests/benchmarks/bench_logs.py

@@ -81,6 +81,7 @@ class Supervisor:
         on_note: Callable[[str], None] | None = None,
         stop_grace: float = 5.0,
         finish_grace: float = 2.0,
+        extra_env: Callable[[Replica], dict[str, str]] | None = None,
     ) -> None:
         self.job = job
         self.backend = get_backend(backend) if isinstance(backend, str) else backend
@@ -89,6 +90,7 @@ class Supervisor:
         self.trial = trial
         self.on_state, self.on_lines, self.on_note = on_state, on_lines, on_note
         self.stop_grace, self.finish_grace = stop_grace, finish_grace
+        self.extra_env = extra_env  # more variables for a replica, e.g. a tuning trial's metrics file
         self.state = "QUEUED"
         self.replicas: list[Replica] = []
         self._events: queue.Queue[tuple[str, int, int]] = queue.Queue()
@@ -136,6 +138,9 @@ class Supervisor:
         self.replicas = cluster.replicas(
             self.job, trial=self.trial, style=self.backend.address_style, job_id=self.job_id, output_dir=output_dir,
             ports=self.backend.ports(self.job.replica_count))
+        if self.extra_env:
+            for replica in self.replicas:
+                replica.env.update(self.extra_env(replica))
         self.result.replicas = [ReplicaResult(r.task_name, r.role, r.address) for r in self.replicas]
         if self.backend.address_style != "cloud":  # on Cloud Storage folders need no creating; here they do
             for folder in cluster.output_env(output_dir, self.trial).values():

@@ -9,7 +9,8 @@ import base64
 import hmac
 import json
 import re
-from typing import Any
+from pathlib import Path
+from typing import Any, Iterator
 
 import tornado.web
 from google.cloud.aiplatform_v1 import types as v1
@@ -125,9 +126,7 @@ class EntriesHandler(ApiHandler):
             raise ServiceError(400, "INVALID_ARGUMENT", "invalid JSON body") from None
         names = body.get("resourceNames") or [f"projects/{p}" for p in body.get("projectIds", [])] or ["projects/local"]
         project = names[0].split("/")[1] if "/" in names[0] else names[0]
-        root = self.manager.jobs_root
-        sources = ((d.name, project, d, None) for d in sorted(root.iterdir())) if root.is_dir() else iter(())
-        self.send(log_entries.list_entries(sources, filter_text=body.get("filter", ""),
+        self.send(log_entries.list_entries(log_sources(self.manager.jobs_root, project), filter_text=body.get("filter", ""),
                                            order_by=body.get("orderBy", "timestamp asc"),
                                            page_size=int(body.get("pageSize") or 0),
                                            page_token=body.get("pageToken", "")))
@@ -148,6 +147,18 @@ def make_app(manager: JobManager, token: str) -> tornado.web.Application:
          (r"/v2/entries:list", EntriesHandler, args),
          (r".*", NotFoundHandler, args)],
         default_handler_class=NotFoundHandler, default_handler_args=args)
+
+
+def log_sources(root: Path, project: str) -> Iterator[tuple[str, str, Path, str | None]]:
+    """Every job folder's logs; a tuning job's trials are `<job>/trials/<trial id>/`."""
+    if not root.is_dir():
+        return
+    for job_dir in sorted(root.iterdir()):
+        yield job_dir.name, project, job_dir, None
+        trials = job_dir / "trials"
+        if trials.is_dir():
+            for trial_dir in sorted(trials.iterdir(), key=lambda d: (len(d.name), d.name)):
+                yield job_dir.name, project, trial_dir, trial_dir.name
 
 
 def _list_filter(text: str) -> tuple[list[int] | None, str | None]:
