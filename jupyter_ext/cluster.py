@@ -96,6 +96,8 @@ def replicas(
     legacy = job.legacy is not None if legacy is None else legacy
     trial_id = None if trial in (None, "") else str(trial)
     slots = [(pos, i) for pos, pool in job.pools for i in range(pool.replica_count)]
+    if not slots or slots[0][0] != 0:
+        raise SpecError("workerPoolSpecs[0]", "the primary pool is required")
     if ports is not None and len(ports) != len(slots):
         raise ValueError(f"{len(slots)} replicas need {len(slots)} ports, got {len(ports)}")
     addresses = _addresses(job, slots, style, ports, legacy)

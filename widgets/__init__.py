@@ -1,1 +1,20 @@
-__all__ = []
+"""ipywidgets views over jupyter_ext; imported lazily, so `import widgets` stays cheap."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# public name -> module that defines it
+_EXPORTS = {
+    "PoolConfigurator": "pools",
+    "vertex_pools": "pools",
+    "ClusterInspector": "inspector",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,153 @@
+"""From a notebook cell and a pool layout to a job ready for its target.
+
+The magic stays thin: it parses flags and calls these functions. A cell
+becomes the codelab's trainer package (`trainer/task.py` and a Dockerfile); the
+job's pools then run it as the target needs:
+- local processes: `python -m trainer.task` from the package folder (a
+  pythonPackageSpec pointing at it), nothing to build;
+- local containers and Vertex AI: the built image (containerSpec.imageUri).
+A Reduction Server pool keeps its own image.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from google.cloud.aiplatform_v1 import types as v1
+
+from . import catalog, cluster, packaging, paths, validate
+from .errors import WorkbenchError
+from .spec import JobSpec, pool_image
+
+DEFAULT_MACHINE = "n1-standard-4"
+REDUCER_MACHINE = catalog.RECOMMENDED_REDUCER
+
+
+@dataclass
+class Layout:
+    """The inline flags of `%%vertex_train` for the common layouts."""
+
+    workers: int = 0
+    machine_type: str = DEFAULT_MACHINE
+    accelerator: str = ""  # TYPE:COUNT
+    ps: int = 0
+    evaluators: int = 0
+    reduction_server: int = 0
+    tpu: str = ""  # cloud-tpu:TPU_V3:8 or ct5lp-hightpu-4t:2x2
+
+
+def layout_job(layout: Layout, name: str) -> JobSpec:
+    """A job from the inline flags; the image is filled in later for the target."""
+    if layout.ps and layout.reduction_server:
+        raise WorkbenchError("--ps and --reduction-server: pool 2 holds either parameter servers or a Reduction Server")
+    if layout.tpu:
+        return JobSpec(name, v1.CustomJobSpec(worker_pool_specs=[_pool(_tpu_machine(layout.tpu), 1)]))
+    machine = {"machine_type": layout.machine_type}
+    if layout.accelerator:
+        kind, _, count = layout.accelerator.partition(":")
+        if not count.isdigit():
+            raise WorkbenchError(f"--accelerator: {layout.accelerator!r} is not TYPE:COUNT, e.g. NVIDIA_TESLA_T4:1")
+        machine.update(accelerator_type=kind.upper(), accelerator_count=int(count))
+    pools = [_pool(machine, 1), _pool(machine, layout.workers) if layout.workers else {}]
+    if layout.ps:
+        pools.append(_pool({"machine_type": layout.machine_type}, layout.ps))
+    elif layout.reduction_server:
+        pools.append(_pool({"machine_type": REDUCER_MACHINE}, layout.reduction_server,
+                           catalog.reduction_server_image()))
+    else:
+        pools.append({})
+    pools.append(_pool({"machine_type": layout.machine_type}, layout.evaluators) if layout.evaluators else {})
+    while not pools[-1]:
+        pools.pop()
+    try:
+        return JobSpec.from_dict({"worker_pool_specs": pools, "display_name": name})
+    except WorkbenchError as exc:
+        raise WorkbenchError(f"--accelerator: {exc}") from None
+
+
+def _pool(machine: dict[str, Any], count: int, image: str = "") -> dict[str, Any]:
+    return {"machine_spec": machine, "replica_count": count, "container_spec": {"image_uri": image or "trainer"}}
+
+
+def _tpu_machine(text: str) -> dict[str, Any]:
+    parts = text.split(":")
+    if parts[0] == "cloud-tpu" and len(parts) == 3 and parts[2].isdigit():
+        return {"machine_type": "cloud-tpu", "accelerator_type": parts[1].upper(), "accelerator_count": int(parts[2])}
+    if len(parts) == 2:
+        return {"machine_type": parts[0], "tpu_topology": parts[1]}
+    raise WorkbenchError(f"--tpu: {text!r} is neither cloud-tpu:TYPE:COUNT (e.g. cloud-tpu:TPU_V3:8) nor "
+                         "MACHINE:TOPOLOGY (e.g. ct5lp-hightpu-4t:2x2)")
+
+
+def context_for(source: str, *, requirements: list[str] | None, base_image: str | None,
+                job: JobSpec) -> tuple[packaging.BuildContext, Path]:
+    """The cell's build context, written once under the data folder by its content hash:
+    re-running an unchanged cell reuses it."""
+    context = packaging.build_context(source, requirements=requirements or None, base_image=base_image,
+                                      gpu=packaging.primary_has_gpu(job))
+    folder = paths.data_dir() / "contexts" / context.tag
+    if not (folder / "Dockerfile").is_file():
+        packaging.write_context(context, folder)
+    return context, folder
+
+
+def for_processes(job: JobSpec, folder: Path, base_image: str, args: list[str]) -> JobSpec:
+    """Every training pool runs the trainer package from `folder` as a Python package job
+    (on Vertex AI that would run on `base_image`, the prebuilt image the Dockerfile starts from)."""
+    result = _copy(job)
+    for pos, pool in result.pools:
+        if pos == 2 and catalog.is_reduction_server_image(pool_image(pool)):
+            continue
+        env = list(pool.container_spec.env) if "container_spec" in pool else list(pool.python_package_spec.env)
+        pool.python_package_spec = v1.PythonPackageSpec(
+            executor_image_uri=base_image, package_uris=[str(folder)], python_module=packaging.MODULE, args=args, env=env)
+    return result
+
+
+def for_image(job: JobSpec, image: str, args: list[str]) -> JobSpec:
+    """Every training pool runs `image` (the image's ENTRYPOINT runs the trainer)."""
+    result = _copy(job)
+    for pos, pool in result.pools:
+        if pos == 2 and catalog.is_reduction_server_image(pool_image(pool)):
+            continue
+        env = list(pool.container_spec.env) if "container_spec" in pool else list(pool.python_package_spec.env)
+        pool.container_spec = v1.ContainerSpec(image_uri=image, args=args, env=env)
+    return result
+
+
+def with_job_dir(job: JobSpec, job_dir: str) -> JobSpec:
+    """`--job-dir`: outputs go there (AIP_MODEL_DIR and friends), as the base output directory."""
+    result = _copy(job)
+    result.spec.base_output_directory.output_uri_prefix = job_dir
+    return result
+
+
+def dry_run_text(job: JobSpec, context: packaging.BuildContext, style: str) -> str:
+    """What a dry run shows: the Dockerfile, the job as submitted, every replica's environment."""
+    validate.check(job)
+    parts = ["# Dockerfile", context.files["Dockerfile"].decode(), "# CustomJob (REST body)", job.dump("rest"),
+             f"# Per-replica environment ({style} addresses)"]
+    for replica in cluster.replicas(job, style=style):
+        parts.append(f"## {replica.task_name} ({replica.role})")
+        for key in ("TF_CONFIG", "CLUSTER_SPEC"):
+            if key in replica.env:
+                parts.append(f"{key}={json.dumps(json.loads(replica.env[key]))}")
+        parts += [f"{k}={v}" for k, v in sorted(replica.env.items()) if k not in ("TF_CONFIG", "CLUSTER_SPEC")]
+    return "\n".join(parts) + "\n"
+
+
+def split_args(text: str | None) -> list[str]:
+    try:
+        return shlex.split(text or "")
+    except ValueError as exc:
+        raise WorkbenchError(f"--args: {exc}") from None
+
+
+def _copy(job: JobSpec) -> JobSpec:
+    return JobSpec(job.display_name, v1.CustomJobSpec.wrap(copy.deepcopy(job.spec._pb)), dict(job.labels),
+                   job.legacy, job.source_dir)

@@ -1,0 +1,227 @@
+"""`%%vertex_train` and the line magics `%vertex_jobs`, `%vertex_logs`, `%vertex_cancel`.
+
+Thin by design: flags are parsed here, the job is built by the core
+(`cell`, `packaging`, `images`), launched through `launch`, and shown by the
+widgets. A user's mistake is a `UsageError` with one line, never a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.display import display
+
+from . import cell as cells
+from . import launch
+from .errors import WorkbenchError
+from .spec import JobSpec
+
+
+def _target_arguments(func: Any) -> Any:
+    for decorator in reversed([
+        argument("--vertex", action="store_true", help="run on Vertex AI (default: locally)"),
+        argument("--project", help="Google Cloud project (default: aiplatform.init's, or $GOOGLE_CLOUD_PROJECT)"),
+        argument("--region", help="Vertex AI region (default: aiplatform.init's, or $CLOUD_ML_REGION, or us-central1)"),
+    ]):
+        func = decorator(func)
+    return func
+
+
+@magics_class
+class VertexTrainMagics(Magics):
+    monitor: Any = None  # the last job view shown
+
+    @magic_arguments()
+    @argument("destination", nargs="?", help="a variable that receives the job handle")
+    @argument("--config", metavar="VAR", help="the pool layout: a PoolConfigurator, a JobSpec, a job dict, or a "
+              "job file path, from a variable of the notebook (or a path)")
+    @argument("--workers", type=int, default=0, metavar="N", help="worker replicas (pool 1)")
+    @argument("--machine-type", default=cells.DEFAULT_MACHINE, metavar="TYPE", help="machine type of every pool")
+    @argument("--accelerator", default="", metavar="TYPE:COUNT", help="GPUs on the primary and the workers, "
+              "e.g. NVIDIA_TESLA_T4:1")
+    @argument("--ps", type=int, default=0, metavar="N", help="parameter server replicas (pool 2)")
+    @argument("--evaluators", type=int, default=0, metavar="N", help="evaluator replicas (pool 3)")
+    @argument("--reduction-server", type=int, default=0, metavar="N", help="Reduction Server replicas (pool 2)")
+    @argument("--tpu", default="", metavar="SPEC", help="a TPU job: cloud-tpu:TPU_V3:8 or ct5lp-hightpu-4t:2x2")
+    @argument("--name", default="vertex-train", help="the job's display name")
+    @argument("--base-image", metavar="IMAGE", help="the image the trainer builds on: tf, tf-gpu, pytorch-gpu, "
+              "sklearn, xgboost (with a version, e.g. tf-cpu.2-17) or any image reference")
+    @argument("--requirements", nargs="+", metavar="PKG", help="pip requirements of the trainer")
+    @argument("--args", default="", metavar='"ARGS"', help="command-line arguments for the trainer, quoted")
+    @argument("--job-dir", metavar="DIR", help="base output directory (AIP_MODEL_DIR etc. go under it)")
+    @argument("--local", action="store_true", help="run on this machine (the default)")
+    @argument("--backend", default="process", choices=("process", "docker"),
+              help="local replicas as processes (default) or containers")
+    @argument("--staging-bucket", metavar="GS_URI", help="Vertex AI: bucket for outputs")
+    @argument("--image", metavar="URI", help="Vertex AI or docker: where to push the image, e.g. "
+              "us-central1-docker.pkg.dev/PROJECT/REPO/trainer")
+    @argument("--dry-run", action="store_true", help="show the Dockerfile, the job JSON and every replica's "
+              "environment; launch nothing")
+    @argument("--no-wait", action="store_true", help="return once the job is launched; the monitor keeps following")
+    @_target_arguments
+    @cell_magic
+    def vertex_train(self, line: str, cell: str) -> None:
+        """Package this cell as the trainer, build it, launch it as a CustomJob, and show it live."""
+        args = parse_argstring(self.vertex_train, line)
+        try:
+            self._train(args, cell)
+        except WorkbenchError as exc:
+            raise UsageError(str(exc).replace("\n", "; ")) from None
+
+    def _train(self, args: Any, source: str) -> None:
+        job = self._layout(args)
+        if args.job_dir:
+            job = cells.with_job_dir(job, args.job_dir)
+        context, folder = cells.context_for(source, requirements=args.requirements, base_image=args.base_image,
+                                            job=job)
+        trainer_args = cells.split_args(_unquote(args.args))
+        target = self._target(args)
+        if target.local and target.backend == "process":
+            job = cells.for_processes(job, folder, context.base_image, trainer_args)
+        elif args.dry_run:
+            job = cells.for_image(job, args.image or f"<image built from {folder}>", trainer_args)
+        else:
+            job = cells.for_image(job, self._build(args, folder, target), trainer_args)
+        if args.dry_run:
+            style = "process" if target.local and target.backend == "process" else (
+                "docker" if target.local else "cloud")
+            print(cells.dry_run_text(job, context, style), end="")
+            return
+        handle = launch.submit(job, target)
+        if args.destination:
+            self.shell.user_ns[args.destination] = handle
+        from widgets.monitor import JobMonitor
+
+        monitor = self.monitor = JobMonitor(handle)
+        display(monitor)
+        if handle.console_url:
+            print(f"Vertex AI console: {handle.console_url}")
+        if not args.no_wait:
+            try:
+                monitor.wait()
+            except KeyboardInterrupt:
+                print(f"stopped waiting; the job goes on (%vertex_cancel {handle.id})")
+
+    def _layout(self, args: Any) -> JobSpec:
+        if args.config:
+            source = self.shell.user_ns.get(args.config, args.config)
+            if source is args.config and not os.path.exists(args.config):
+                raise WorkbenchError(f"--config: no variable or file named {args.config!r}")
+            job = JobSpec.load(getattr(source, "spec", source))
+            job.display_name = args.name if args.name != "vertex-train" else job.display_name
+            return job
+        layout = cells.Layout(args.workers, args.machine_type, args.accelerator, args.ps, args.evaluators,
+                              args.reduction_server, args.tpu)
+        return cells.layout_job(layout, args.name)
+
+    def _target(self, args: Any) -> launch.Target:
+        if not args.vertex:
+            if args.project or args.staging_bucket:
+                raise WorkbenchError("--project/--staging-bucket: add --vertex to run on Vertex AI")
+            return launch.Target(backend=args.backend)
+        project = args.project or _sdk_default("project") or os.environ.get("GOOGLE_CLOUD_PROJECT", "")
+        region = args.region or _sdk_default("location") or os.environ.get("CLOUD_ML_REGION", "us-central1")
+        bucket = args.staging_bucket or _sdk_default("staging_bucket") or ""
+        return launch.Target.vertex(project, region, bucket)
+
+    def _build(self, args: Any, folder: Any, target: launch.Target) -> str:
+        from widgets.build import BuildProgress
+
+        from . import images
+
+        if not target.local and not args.image:
+            raise WorkbenchError("--image: Vertex AI runs an image from a registry; name one, e.g. "
+                                 "us-central1-docker.pkg.dev/PROJECT/REPO/trainer")
+        progress = BuildProgress()
+        display(progress)
+        result = images.build_trainer(folder, image=args.image, base_image=args.base_image,
+                                      requirements=args.requirements, push_image=bool(args.image),
+                                      on_event=progress.add)
+        return result.reference
+
+    # ---- line magics -------------------------------------------------------------
+    @magic_arguments()
+    @argument("--state", help="only jobs in this state, e.g. RUNNING")
+    @_target_arguments
+    @line_magic
+    def vertex_jobs(self, line: str) -> Any:
+        """The jobs, newest first, as a pandas DataFrame."""
+        import pandas as pd
+
+        args = parse_argstring(self.vertex_jobs, line)
+        state = (args.state or "").upper()
+        if state and not state.startswith("JOB_STATE_"):
+            state = "JOB_STATE_" + state
+        try:
+            jobs = launch.list_jobs(self._line_target(args), f'state="{state}"' if state else "")
+        except WorkbenchError as exc:
+            raise UsageError(str(exc)) from None
+        rows = [{"id": j.name.rsplit("/", 1)[1], "display_name": j.display_name,
+                 "state": j.state.name.removeprefix("JOB_STATE_"),
+                 "replicas": sum(p.replica_count for p in j.job_spec.worker_pool_specs),
+                 "created": j.create_time, "started": j.start_time, "ended": j.end_time} for j in jobs]
+        frame = pd.DataFrame(rows, columns=["id", "display_name", "state", "replicas", "created", "started", "ended"])
+        frame["duration"] = (frame["ended"] - frame["started"]) if len(frame) else []
+        return frame
+
+    @magic_arguments()
+    @argument("job", help="job ID or resource name")
+    @argument("--replica", help="open this replica's tab, e.g. workerpool1-0")
+    @_target_arguments
+    @line_magic
+    def vertex_logs(self, line: str) -> None:
+        """Show a job live (re-attaches to a running job, e.g. after a kernel restart)."""
+        from widgets.monitor import JobMonitor
+
+        args = parse_argstring(self.vertex_logs, line)
+        try:
+            handle = launch.attach(args.job, self._line_target(args))
+            handle.refresh()
+        except WorkbenchError as exc:
+            raise UsageError(str(exc)) from None
+        except Exception as exc:  # the API's own errors, e.g. 404 for a wrong ID
+            raise UsageError(f"{args.job}: {getattr(exc, 'message', exc)}") from None
+        monitor = self.monitor = JobMonitor(handle)
+        if args.replica:
+            monitor.show_replica(args.replica)
+        display(monitor)
+
+    @magic_arguments()
+    @argument("job", help="job ID or resource name")
+    @_target_arguments
+    @line_magic
+    def vertex_cancel(self, line: str) -> None:
+        """Cancel a running job."""
+        args = parse_argstring(self.vertex_cancel, line)
+        try:
+            handle = launch.attach(args.job, self._line_target(args))
+            handle.cancel()
+        except WorkbenchError as exc:
+            raise UsageError(str(exc)) from None
+        except Exception as exc:
+            raise UsageError(f"{args.job}: {getattr(exc, 'message', exc)}") from None
+        print(f"cancelling {handle.name}")
+
+    def _line_target(self, args: Any) -> launch.Target:
+        if not args.vertex:
+            return launch.Target()
+        project = args.project or _sdk_default("project") or os.environ.get("GOOGLE_CLOUD_PROJECT", "")
+        return launch.Target.vertex(project, args.region or _sdk_default("location") or "us-central1")
+
+
+def _unquote(text: str) -> str:
+    """IPython keeps the quotes around a flag's value (`--args "--lr 0.1"`)."""
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text
+
+
+def _sdk_default(name: str) -> str:
+    """What `aiplatform.init` set, without asking Google for defaults."""
+    from google.cloud.aiplatform import initializer
+
+    return str(getattr(initializer.global_config, f"_{name}", None) or "")

@@ -1,0 +1,121 @@
+"""`%%vertex_train` and the line magics through a real IPython shell."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.testing.globalipapp import start_ipython
+from IPython.utils.capture import capture_output
+
+from jupyter_ext.service import daemon
+
+CELL = """\
+import json, os, sys
+tf_config = json.loads(os.environ["TF_CONFIG"])
+print("task", tf_config["task"]["type"], tf_config["task"]["index"], "args", sys.argv[1:])
+"""
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    path = tmp_path_factory.mktemp("magic-home")
+    old = os.environ.get("VTRAIN_HOME")
+    os.environ["VTRAIN_HOME"] = str(path)
+    yield path
+    daemon.stop()
+    os.environ.pop("VTRAIN_HOME") if old is None else os.environ.__setitem__("VTRAIN_HOME", old)
+
+
+@pytest.fixture(autouse=True)
+def _workbench_home(home: Path) -> Path:
+    return home
+
+
+@pytest.fixture(scope="module")
+def ip(home: Path):  # type: ignore[no-untyped-def]
+    shell = start_ipython()
+    shell.run_line_magic("load_ext", "jupyter_ext")
+    return shell
+
+
+def _magics(ip) -> object:  # type: ignore[no-untyped-def]
+    return ip.magics_manager.registry["VertexTrainMagics"]
+
+
+def test_dry_run_shows_the_dockerfile_the_job_and_every_tf_config(ip) -> None:  # type: ignore[no-untyped-def]
+    with capture_output() as out:
+        ip.run_cell_magic("vertex_train", "--workers 2 --ps 1 --dry-run --name dry", CELL)
+    text = out.stdout
+    assert 'ENTRYPOINT ["python", "-m", "trainer.task"]' in text and "COPY trainer /trainer" in text
+    assert '"displayName": "dry"' in text
+    for task in ("workerpool0-0", "workerpool1-0", "workerpool1-1", "workerpool2-0"):
+        assert f"## {task}" in text
+    assert text.count("TF_CONFIG=") == 4 and '"task": {"type": "ps", "index": 0}' in text
+    assert ip.run_line_magic("vertex_jobs", "").empty  # nothing was launched
+
+
+def test_a_bad_flag_is_one_usage_error_without_traceback(ip) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(UsageError, match="--workers"):
+        ip.run_cell_magic("vertex_train", "--workers many", CELL)
+    with capture_output() as out:
+        ip.run_cell("%%vertex_train --workers many\npass")
+    assert "UsageError" in out.stderr + out.stdout and "Traceback" not in out.stderr + out.stdout
+
+
+@pytest.mark.parametrize("flags, message", [
+    ("--accelerator NVIDIA_TESLA_T4:3", r"acceleratorCount: 3 is not offered for NVIDIA_TESLA_T4 on n1-standard-4"),
+    ("--config nowhere", r"--config: no variable or file named 'nowhere'"),
+    ("--machine-type n1-standard-3", r"machineType: 'n1-standard-3' is not a Vertex AI training machine type"),
+    ("--vertex --region us-central1", r"--project"),
+])
+def test_user_mistakes_name_the_flag_or_field(ip, flags: str, message: str) -> None:  # type: ignore[no-untyped-def]
+    os.environ.pop("GOOGLE_CLOUD_PROJECT", None)
+    with pytest.raises(UsageError, match=message):
+        ip.run_cell_magic("vertex_train", flags, CELL)
+    with capture_output() as out:
+        ip.run_cell(f"%%vertex_train {flags}\n{CELL}")
+    assert "Traceback" not in out.stderr + out.stdout
+
+
+def test_a_local_three_replica_job_runs_from_a_cell(ip) -> None:  # type: ignore[no-untyped-def]
+    with capture_output():
+        ip.run_cell_magic("vertex_train", '--workers 2 --name from-cell --args "--lr 0.1" job', CELL)
+    monitor = _magics(ip).monitor
+    assert monitor.state == "JOB_STATE_SUCCEEDED"
+    lines = {ln.task_name: ln.text for ln in monitor.buffer.lines()}
+    assert lines == {"workerpool0-0": "task chief 0 args ['--lr', '0.1']",
+                     "workerpool1-0": "task worker 0 args ['--lr', '0.1']",
+                     "workerpool1-1": "task worker 1 args ['--lr', '0.1']"}
+    handle = ip.user_ns["job"]
+    assert handle.state == "JOB_STATE_SUCCEEDED"
+    jobs = ip.run_line_magic("vertex_jobs", "--state SUCCEEDED")
+    assert handle.id in set(jobs["id"]) and jobs.set_index("id").loc[handle.id, "replicas"] == 3
+    # a new view of the same job (as after a kernel restart) reads its logs again
+    ip.run_line_magic("vertex_logs", f"{handle.id} --replica workerpool1-1")
+    again = _magics(ip).monitor
+    assert again.wait(60) == "JOB_STATE_SUCCEEDED" and again.buffer.count() == 3
+    with pytest.raises(UsageError, match="already JOB_STATE_SUCCEEDED"):
+        ip.run_line_magic("vertex_cancel", handle.id)
+
+
+def test_a_failing_replica_is_shown_first(ip) -> None:  # type: ignore[no-untyped-def]
+    cell = CELL + 'if tf_config["task"]["type"] == "worker":\n    raise SystemExit("worker broke")\nimport time; time.sleep(30)\n'
+    with capture_output():
+        ip.run_cell_magic("vertex_train", "--workers 1 --name failing", cell)
+    monitor = _magics(ip).monitor
+    assert monitor.state == "JOB_STATE_FAILED"
+    assert "workerpool1-0" in monitor.error and "worker broke" in monitor.error
+    assert list(monitor._views)[monitor._tabs.selected_index] == "workerpool1-0"
+
+
+def test_the_pool_configurator_drives_the_job(ip) -> None:  # type: ignore[no-untyped-def]
+    ip.run_cell("pools = vertex_pools()\npools.spec = {'workerPoolSpecs': [{'machineSpec': {'machineType': "
+                "'n1-standard-4'}, 'replicaCount': 1, 'containerSpec': {'imageUri': 'x'}}, {'machineSpec': "
+                "{'machineType': 'n1-standard-4'}, 'replicaCount': 1, 'containerSpec': {'imageUri': 'x'}}]}")
+    with capture_output() as out:
+        ip.run_cell_magic("vertex_train", "--config pools --dry-run", CELL)
+    assert "## workerpool1-0" in out.stdout and "## workerpool1-1" not in out.stdout

@@ -1,0 +1,351 @@
+"""PoolConfigurator: pickers offer only what the catalog offers, and everything shown
+comes from the core (validate, spec, cluster). Widgets build without a kernel."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+
+from jupyter_ext import catalog, cluster, validate
+from jupyter_ext.spec import JobSpec
+from widgets import PoolConfigurator, vertex_pools
+from widgets import _logic
+
+SPECS = Path(__file__).parent / "data" / "specs"
+IMAGE = "us-docker.pkg.dev/proj/repo/trainer:1"
+
+
+def values(dropdown):
+    return [value for _label, value in dropdown.options]
+
+
+def choose(card, **fields):
+    """Set controls as a user would, in order (each change goes through the widget's events)."""
+    for name, value in fields.items():
+        getattr(card, name).value = value
+
+
+def four_pools():
+    def pool(machine, count, **extra):
+        return {"machineSpec": {"machineType": machine, **extra}, "replicaCount": str(count),
+                "containerSpec": {"imageUri": IMAGE, "args": ["--epochs", "3"],
+                                  "env": [{"name": "MODE", "value": "x"}]}}
+
+    return {
+        "displayName": "four-pools",
+        "labels": {"team": "vision"},
+        "jobSpec": {
+            "workerPoolSpecs": [
+                pool("n1-standard-8", 1, acceleratorType="NVIDIA_TESLA_T4", acceleratorCount=1),
+                {**pool("n1-standard-16", 3, acceleratorType="NVIDIA_TESLA_V100", acceleratorCount=2),
+                 "diskSpec": {"bootDiskType": "pd-standard", "bootDiskSizeGb": 200}},
+                pool("n1-highmem-8", 2),
+                {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": "1",
+                 "containerSpec": {"imageUri": "gcr.io/p/evaluator:2"}},
+            ],
+            "baseOutputDirectory": {"outputUriPrefix": "gs://bucket/out"},
+            "scheduling": {"timeout": "7200s", "restartJobOnWorkerRestart": True},
+        },
+    }
+
+
+def test_defaults_are_the_codelab_layout():
+    w = vertex_pools()
+    job = w.spec
+    assert [(pos, p.machine_spec.machine_type, p.replica_count) for pos, p in job.pools] == [
+        (0, "n1-standard-4", 1), (1, "n1-standard-4", 1)]
+    assert [c.enabled.value for c in w.cards] == [True, True, False, False]
+    assert w.cards[0].enabled.disabled and w.cards[0].replicas.disabled  # the primary is always one replica
+    assert w.region == "us-central1"
+    assert w.image == _logic.DEFAULT_IMAGE
+    assert w.valid and w.problems == [] and "valid" in w.problems_html.value
+
+
+def test_machine_labels_are_grouped_by_family():
+    w = PoolConfigurator()
+    labels = dict((v, label) for label, v in w.cards[0].machine.options)
+    assert labels["n1-standard-8"] == "n1-standard-8 — 8 vCPU, 30 GB"
+    families = [catalog.machine(v).family for v in values(w.cards[0].machine)]
+    assert families == sorted(families, key=list(catalog.families()).index)
+    assert not any(catalog.machine(v).kind == "tpu" for v in values(w.cards[1].machine))  # TPUs: primary only
+
+
+def test_n1_standard_8_offers_only_valid_accelerators():
+    w = PoolConfigurator()
+    card = w.cards[0]
+    choose(card, machine="n1-standard-8")
+    assert set(values(card.accelerator_type)) == {"", "NVIDIA_TESLA_T4", "NVIDIA_TESLA_V100", "NVIDIA_TESLA_P100",
+                                                  "NVIDIA_TESLA_P4"}
+    assert dict(card.accelerator_type.options)["None"] == ""
+    choose(card, accelerator_type="NVIDIA_TESLA_V100")
+    assert values(card.accelerator_count) == [1, 2, 4, 8]
+    choose(card, accelerator_type="NVIDIA_TESLA_T4")
+    assert values(card.accelerator_count) == [1, 2, 4]
+    assert not card.accelerator_count.disabled
+
+
+def test_switching_machine_narrows_the_counts():
+    w = PoolConfigurator()
+    card = w.cards[0]
+    choose(card, machine="n1-standard-8", accelerator_type="NVIDIA_TESLA_V100", accelerator_count=1)
+    choose(card, machine="n1-standard-32")
+    assert values(card.accelerator_count) == [4, 8]
+    assert card.accelerator_count.value == 4
+    assert w.valid, w.problems
+
+
+def test_cpu_only_machine_offers_none():
+    w = PoolConfigurator()
+    card = w.cards[1]
+    choose(card, machine="n1-standard-8", accelerator_type="NVIDIA_TESLA_T4")
+    choose(card, machine="e2-standard-8")
+    assert card.accelerator_type.options == (("None", ""),)
+    assert card.accelerator_count.disabled
+    assert "acceleratorType" not in json.dumps(w.spec.to_dict("rest")["jobSpec"]["workerPoolSpecs"][1])
+
+
+def test_fixed_gpu_machine_fixes_type_and_count():
+    w = PoolConfigurator()
+    card = w.cards[1]
+    choose(card, machine="a2-highgpu-2g")
+    assert card.accelerator_type.value == "NVIDIA_TESLA_A100" and card.accelerator_count.value == 2
+    assert card.accelerator_type.disabled and card.accelerator_count.disabled
+    pools = json.loads(w.preview_json)
+    assert pools[1]["machine_spec"] == {"machine_type": "a2-highgpu-2g", "accelerator_type": "NVIDIA_TESLA_A100",
+                                        "accelerator_count": 2}
+    assert "NVIDIA_TESLA_A100" in w.preview.value
+    assert w.valid
+
+
+def test_invalid_state_shows_the_core_message():
+    w = PoolConfigurator()
+    state = w.state
+    state["pools"][0]["replica_count"] = 2
+    w.state = state
+    expected = validate.problems(w.spec)
+    assert expected and expected[0].startswith("workerPoolSpecs[0].replicaCount")
+    assert w.problems == expected and not w.valid
+    assert "workerPoolSpecs[0].replicaCount: the primary pool runs exactly 1 replica, not 2" in w.problems_html.value
+    assert "valid</div>" not in w.problems_html.value
+    assert w.cards[0].replicas.value == 2  # shown as loaded, not silently fixed
+
+
+def test_a_loaded_count_the_catalog_does_not_offer_is_shown_and_reported():
+    w = PoolConfigurator(spec={"workerPoolSpecs": [{"machineSpec": {"machineType": "n1-standard-8",
+                                                                    "acceleratorType": "NVIDIA_TESLA_V100",
+                                                                    "acceleratorCount": 3},
+                                                    "replicaCount": 1, "containerSpec": {"imageUri": IMAGE}}]})
+    card = w.cards[0]
+    assert card.accelerator_count.value == 3 and values(card.accelerator_count) == [1, 2, 4, 8, 3]
+    assert w.problems == validate.problems(w.spec)
+    assert any("acceleratorCount: 3 is not offered for NVIDIA_TESLA_V100 on n1-standard-8" in p for p in w.problems)
+    assert "acceleratorCount: 3 is not offered" in w.to_html()
+
+
+def test_json_preview_is_the_sdk_worker_pool_specs():
+    w = PoolConfigurator(spec=four_pools())
+    assert w.preview_json == json.dumps(w.spec.to_dict("sdk")["worker_pool_specs"], indent=2)
+    choose(w.cards[1], replicas=5)
+    assert w.preview_json == json.dumps(w.spec.to_dict("sdk")["worker_pool_specs"], indent=2)
+    assert json.loads(w.preview_json)[1]["replica_count"] == 5
+
+
+def test_replica_table_comes_from_the_cluster():
+    w = PoolConfigurator(spec=four_pools())
+    table = _logic.replica_frame(w.spec)
+    assert list(table["task name"]) == ["workerpool0-0", "workerpool1-0", "workerpool1-1", "workerpool1-2",
+                                        "workerpool2-0", "workerpool2-1", "workerpool3-0"]
+    assert list(table["role"][:2]) == ["primary", "worker"]
+    assert table["accelerators"][1] == "2 x NVIDIA V100"
+    assert "workerpool3-0" in w.table.value
+
+
+def test_images_default_to_the_primary():
+    w = PoolConfigurator()
+    w.cards[0].image.value = "gcr.io/p/trainer:2"
+    assert w.image == "gcr.io/p/trainer:2"
+    assert [p.container_spec.image_uri for _, p in w.spec.pools] == ["gcr.io/p/trainer:2"] * 2
+    assert w.cards[1].image.placeholder == "gcr.io/p/trainer:2"
+    w.cards[1].image.value = "gcr.io/p/worker:1"
+    assert [p.container_spec.image_uri for _, p in w.spec.pools] == ["gcr.io/p/trainer:2", "gcr.io/p/worker:1"]
+
+
+def test_boot_disk():
+    w = PoolConfigurator()
+    assert values(w.cards[0].disk_type) == list(validate.BOOT_DISK_TYPES)
+    choose(w.cards[0], disk_type="hyperdisk-balanced", disk_size=500)
+    disk = w.spec.spec.worker_pool_specs[0].disk_spec
+    assert (disk.boot_disk_type, disk.boot_disk_size_gb) == ("hyperdisk-balanced", 500)
+    choose(w.cards[0], disk_size=50)
+    assert any("bootDiskSizeGb: 50 is out of range" in p for p in w.problems)
+
+
+def reduction_server_layout():
+    w = PoolConfigurator()
+    v100 = {"machine": "n1-highmem-96", "accelerator_type": "NVIDIA_TESLA_V100", "accelerator_count": 8}
+    choose(w.cards[0], **v100)
+    choose(w.cards[1], **v100, replicas=4)
+    return w
+
+
+def test_reduction_server_suggestion():
+    w = reduction_server_layout()
+    card = w.cards[2]
+    card.mode.value = "reduction_server"
+    assert card.enabled.value and card.image.disabled
+    text = card.suggestion.value
+    assert "500 Gbps" in text and "32 Gbps" in text and "16 reducers" in text
+    assert card.use_suggestion in [c for row in card.children for c in getattr(row, "children", [row])]
+    card.use_suggestion.click()
+    pool = w.spec.spec.worker_pool_specs[2]
+    assert (pool.replica_count, pool.machine_spec.machine_type) == (16, "n1-highcpu-16")
+    assert not pool.machine_spec.accelerator_count
+    assert pool.container_spec.image_uri == catalog.reduction_server_image("us-central1")
+    assert w.valid, w.problems
+    assert [r.role for r in cluster.replicas(w.spec)][-1] == "reduction_server"
+
+
+def test_reduction_server_arithmetic_is_the_catalogs():
+    state = reduction_server_layout().state
+    count, text = _logic.reducer_suggestion(state)
+    expected = catalog.suggest_reducers(catalog.workers_bandwidth([("n1-highmem-96", "NVIDIA_TESLA_V100", 8, 5)]))
+    assert (count, expected[0]) == (16, 16)
+    assert expected[1] in text
+
+
+def test_reduction_server_image_follows_the_region():
+    w = reduction_server_layout()
+    w.cards[2].mode.value = "reduction_server"
+    w.region_text.value = "europe-west4"
+    assert w.spec.spec.worker_pool_specs[2].container_spec.image_uri == catalog.reduction_server_image("europe-west4")
+    w.cards[2].mode.value = "parameter_server"
+    assert w.spec.spec.worker_pool_specs[2].container_spec.image_uri == w.image
+
+
+def test_tpu_machine_switches_to_one_pool():
+    w = PoolConfigurator()
+    w.cards[3].enabled.value = True
+    choose(w.cards[0], machine="ct5lp-hightpu-4t")
+    assert len(w.spec.pools) == 1
+    assert [c.enabled.value for c in w.cards] == [True, False, False, False]
+    assert all(c.enabled.disabled for c in w.cards[1:])
+    topologies = list(catalog.machine("ct5lp-hightpu-4t").tpu_topologies)
+    assert values(w.cards[0].topology) == topologies
+    assert w.cards[0].topology in w.cards[0].children
+    choose(w.cards[0], topology="4x4")
+    assert w.spec.spec.worker_pool_specs[0].machine_spec.tpu_topology == "4x4"
+    assert w.valid, w.problems
+
+
+def test_cloud_tpu_offers_its_tpu_accelerators():
+    w = PoolConfigurator()
+    choose(w.cards[0], machine="cloud-tpu")
+    assert values(w.cards[0].accelerator_type) == list(catalog.valid_accelerators("cloud-tpu"))
+    assert values(w.cards[0].accelerator_count) == list(catalog.valid_accelerators("cloud-tpu")["TPU_V2"])
+    assert w.valid, w.problems
+
+
+def test_spec_round_trip_of_a_four_pool_custom_job():
+    body = four_pools()
+    w = PoolConfigurator()
+    w.spec = body
+    assert w.spec == JobSpec.load(body)
+    assert w.display_name == "four-pools"
+    assert [c.enabled.value for c in w.cards] == [True, True, True, True]
+    assert w.cards[1].disk_type.value == "pd-standard" and w.cards[1].disk_size.value == 200
+    assert w.cards[3].image.value == "gcr.io/p/evaluator:2"
+    assert w.cards[1].image.value == ""  # same as the primary's
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in SPECS.iterdir()))
+def test_spec_round_trip_of_every_format(name):
+    job = JobSpec.load(SPECS / name)
+    assert PoolConfigurator(spec=SPECS / name).spec == job
+
+
+def test_gcloud_command_has_one_worker_pool_spec_per_pool():
+    w = PoolConfigurator(spec=four_pools(), region="europe-west4")
+    text = w.export("gcloud")
+    assert w.export_kind == "gcloud" and "gcloud ai custom-jobs create" in w.export_output.value
+    argv = gcloud_argv(text)
+    assert argv[:4] == ["gcloud", "ai", "custom-jobs", "create"]
+    assert "--region=europe-west4" in argv and "--display-name=four-pools" in argv
+    specs = [a.split("=", 1)[1] for a in argv if a.startswith("--worker-pool-spec=")]
+    assert len(specs) == len(w.spec.spec.worker_pool_specs) == 4
+    first = dict(kv.split("=", 1) for kv in specs[0].split(","))
+    assert first == {"machine-type": "n1-standard-8", "replica-count": "1", "accelerator-type": "NVIDIA_TESLA_T4",
+                     "accelerator-count": "1", "container-image-uri": IMAGE}
+    assert dict(kv.split("=", 1) for kv in specs[2].split(",")) == {
+        "machine-type": "n1-highmem-8", "replica-count": "2", "container-image-uri": IMAGE}
+    # what flags cannot say (the evaluator has no args, disks, env) is named, with the --config alternative
+    assert not any(a.startswith("--args") for a in argv)
+    for lost in ("workerPoolSpecs[0].containerSpec.args", "workerPoolSpecs[1].diskSpec", "scheduling"):
+        assert lost in " ".join(line for line in text.splitlines() if line.startswith("#"))
+    assert "--config=config.yaml" in text
+
+
+def test_gcloud_command_of_a_simple_job_needs_no_config():
+    body = json.loads((SPECS / "rest_custom_job.json").read_text())
+    del body["jobSpec"]["baseOutputDirectory"]  # no gcloud flag for it
+    text = PoolConfigurator(spec=body).export("gcloud")
+    assert not text.startswith("#"), text
+    argv = gcloud_argv(text)
+    assert sum(a.startswith("--worker-pool-spec=") for a in argv) == 2
+    assert "--args=--epochs,3" in argv and "--labels=team=vision" in argv
+
+
+def gcloud_argv(text):
+    """The command as the shell would split it (comments dropped, line continuations joined)."""
+    command = "\n".join(line for line in text.splitlines() if not line.startswith("#"))
+    return shlex.split(command.replace("\\\n", " "))
+
+
+def test_sdk_snippet_is_python():
+    w = PoolConfigurator(spec=four_pools())
+    text = w.export("sdk")
+    compile(text, "snippet.py", "exec")
+    assert "aiplatform.CustomJob(" in text and ").run(" in text
+    assert "worker_pool_specs=[" in text and "base_output_dir='gs://bucket/out'" in text
+    assert "timeout=7200" in text and "restart_job_on_worker_restart=True" in text
+
+
+def test_config_yaml_loads_back_to_the_same_pools():
+    w = PoolConfigurator(spec=four_pools())
+    text = w.export("yaml")
+    assert text == w.spec.dump("gcloud", as_yaml=True)
+    assert JobSpec.load(text).spec.worker_pool_specs == w.spec.spec.worker_pool_specs
+
+
+def test_exports_follow_changes():
+    w = PoolConfigurator()
+    w.export_buttons["yaml"].click()
+    choose(w.cards[1], replicas=3)
+    assert "replicaCount: 3" in w.export_output.value
+
+
+def test_static_output_for_nbconvert():
+    w = PoolConfigurator()
+    bundle = w._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert "worker_pool_specs" in bundle["text/html"] and "workerpool1-0" in bundle["text/html"]
+    assert bundle["text/html"] == w.to_html()
+    assert bundle["text/plain"].splitlines()[-1] == "valid"
+
+
+def test_spec_keyword_and_display_name():
+    w = vertex_pools(spec=SPECS / "rest_custom_job.json", display_name="renamed")
+    assert w.display_name == "renamed" and w.spec.display_name == "renamed"
+    w.name_text.value = "again"
+    assert w.spec.display_name == "again"
+
+
+def test_children_assigned_whole():
+    w = PoolConfigurator()
+    state = w.get_state()
+    assert len(state["children"]) == len(w.children)
+    assert len(w.cards[2].children) == 1  # a disabled pool shows its header only
+    w.cards[2].enabled.value = True
+    assert len(w.cards[2].children) > 1

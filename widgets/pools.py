@@ -1,0 +1,271 @@
+"""Lay out a job's worker pools by pointing and clicking.
+
+`PoolConfigurator` holds the UI state in traits, turns it into the core's `JobSpec`
+with `_logic.build_job`, and shows what the core says about that job: validation
+problems, the SDK's `worker_pool_specs`, the replicas, and exports (gcloud, SDK,
+config.yaml). The pickers offer only what the catalog offers.
+"""
+
+from __future__ import annotations
+
+import copy
+import html
+import json
+from functools import partial
+from typing import Any, Callable
+
+from ipywidgets import HTML, Box, Button, Checkbox, Dropdown, HBox, IntText, Layout, Text, ToggleButtons, VBox
+from ipywidgets.widgets.widget import CallbackDispatcher
+from traitlets import Dict, Instance, List, Unicode, default, observe
+
+from jupyter_ext.spec import JobSpec
+
+from . import _html, _logic
+
+_STYLE = {"description_width": "100px"}
+_WIDE = Layout(width="440px")
+
+
+def _set_options(dropdown: Dropdown, options: list[tuple[str, Any]], value: Any) -> None:
+    """Options first (ipywidgets then selects the first), then the value."""
+    options = tuple((label, v) for label, v in options)
+    if tuple(dropdown.options) != options:
+        dropdown.options = options
+    dropdown.value = value
+
+
+class PoolCard(VBox):
+    """One worker pool. It shows `pool_view` (from `_logic.pool_view`) and reports the
+    user's edits to the callbacks given to `on_edit(callback(pos, field, value))`."""
+
+    pool_view = Dict(help="what the card shows: values, options, disabled and hidden parts")
+
+    def __init__(self, pos: int, **kwargs: Any) -> None:
+        self.pos = pos
+        self._edits = CallbackDispatcher()
+        self._rendering = False
+        self.heading = HTML()
+        self.enabled = Checkbox(description="enabled", indent=False, layout=Layout(width="auto"))
+        self.mode = ToggleButtons(options=_logic.MODES, style={"button_width": "140px"}) if pos == 2 else None
+        self.replicas = IntText(description="Replicas", style=_STYLE, layout=Layout(width="200px"))
+        self.machine = Dropdown(description="Machine type", style=_STYLE, layout=_WIDE)
+        self.accelerator_type = Dropdown(description="Accelerator", style=_STYLE, layout=Layout(width="300px"))
+        self.accelerator_count = Dropdown(description="x", style={"description_width": "14px"},
+                                          layout=Layout(width="90px"))
+        self.topology = Dropdown(description="TPU topology", style=_STYLE, layout=_WIDE)
+        self.image = Text(description="Image", style=_STYLE, layout=_WIDE, continuous_update=False)
+        self.disk_type = Dropdown(description="Boot disk", style=_STYLE, layout=Layout(width="300px"))
+        self.disk_size = IntText(description="GB", style={"description_width": "24px"}, layout=Layout(width="120px"))
+        self.suggestion = HTML()
+        self.use_suggestion = Button(description="Use suggestion", icon="magic") if pos == 2 else None
+        fields = {"enabled": self.enabled, "mode": self.mode, "replica_count": self.replicas,
+                  "machine_type": self.machine, "accelerator_type": self.accelerator_type,
+                  "accelerator_count": self.accelerator_count, "tpu_topology": self.topology, "image": self.image,
+                  "boot_disk_type": self.disk_type, "boot_disk_size_gb": self.disk_size}
+        for field, control in fields.items():
+            if control is not None:
+                control.observe(partial(self._changed, field), names="value")
+        if self.use_suggestion is not None:
+            self.use_suggestion.on_click(lambda _button: self._edits(self.pos, "use_suggestion", True))
+        kwargs.setdefault("layout", Layout(border="1px solid #dadce0", padding="4px 8px", margin="4px",
+                                           width="470px"))
+        super().__init__(**kwargs)
+
+    def on_edit(self, callback: Callable[[int, str, Any], None], remove: bool = False) -> None:
+        self._edits.register_callback(callback, remove=remove)
+
+    def _changed(self, field: str, change: dict[str, Any]) -> None:
+        if not self._rendering:
+            self._edits(self.pos, field, change["new"])
+
+    @observe("pool_view")
+    def _refresh(self, _change: Any = None) -> None:
+        v = self.pool_view
+        self._rendering = True
+        try:
+            self.heading.value = f"<b>Pool {html.escape(v['title'])}</b>"
+            self.enabled.value, self.enabled.disabled = v["enabled"], v["toggle_disabled"]
+            if self.mode is not None:
+                self.mode.value = v["mode"]
+            self.replicas.value, self.replicas.disabled = v["replica_count"], v["replicas_disabled"]
+            _set_options(self.machine, v["machine_options"], v["machine_type"])
+            _set_options(self.accelerator_type, v["accelerator_type_options"], v["accelerator_type"])
+            _set_options(self.accelerator_count, v["accelerator_count_options"], v["accelerator_count"])
+            self.accelerator_type.disabled = v["accelerators_fixed"]
+            self.accelerator_count.disabled = v["accelerators_fixed"] or not v["accelerator_type"]
+            _set_options(self.topology, v["topology_options"], v["tpu_topology"])
+            self.image.value, self.image.placeholder = v["image"], v["image_placeholder"]
+            self.image.disabled = v["image_disabled"]
+            _set_options(self.disk_type, v["boot_disk_type_options"], v["boot_disk_type"])
+            self.disk_size.value = v["boot_disk_size_gb"]
+            self.suggestion.value = _html.note(v["suggestion"]) if v["suggestion"] else ""
+        finally:
+            self._rendering = False
+        head = [self.heading, self.enabled] + ([self.mode] if self.mode is not None and v["enabled"] else [])
+        rows: list[Any] = [HBox(head, layout=Layout(align_items="center", justify_content="space-between"))]
+        if v["enabled"]:
+            rows += [self.replicas, self.machine, HBox([self.accelerator_type, self.accelerator_count])]
+            rows += [self.topology] if v["show_topology"] else []
+            rows += [self.image, HBox([self.disk_type, self.disk_size])]
+            if v["suggestion"] and self.use_suggestion is not None:
+                rows += [self.suggestion, self.use_suggestion]
+        self.children = rows
+
+
+class PoolConfigurator(_html.StaticRepr, VBox):
+    """Four pool cards (primary, workers, parameter servers or Reduction Server,
+    evaluators) and, live below them, what the core says about the job they make.
+
+    `.spec` is the current `JobSpec`; assign a JobSpec or anything `JobSpec.load`
+    accepts to load it into the cards.
+    """
+
+    display_name = Unicode(_logic.DEFAULT_NAME, help="the job's display name")
+    region = Unicode(_logic.DEFAULT_REGION, help="Vertex AI region (exports; the Reduction Server image)")
+    image = Unicode(_logic.DEFAULT_IMAGE, help="the primary's image; other pools use it when left empty")
+    pools = List(Dict(), help="the four pools' UI state, positions 0..3 (see widgets._logic)")
+    export_kind = Unicode("", help="the export shown in the output area: gcloud, sdk, yaml, or empty")
+    job = Instance(JobSpec, allow_none=True, read_only=True,
+                   help="the job the cards describe (None when the core cannot parse it); observe it to follow")
+
+    def __init__(self, spec: Any = None, **kwargs: Any) -> None:
+        self._ready = self._batch = False
+        self._extra: dict[str, Any] = {}
+        self._problems: list[str] = []
+        self._json = ""
+        self.name_text = Text(description="Display name", style=_STYLE, layout=Layout(width="360px"),
+                              continuous_update=False)
+        self.region_text = Text(description="Region", style={"description_width": "50px"},
+                                layout=Layout(width="220px"), continuous_update=False)
+        self.name_text.observe(lambda c: setattr(self, "display_name", c["new"]), names="value")
+        self.region_text.observe(lambda c: setattr(self, "region", c["new"]), names="value")
+        self.cards = tuple(PoolCard(pos) for pos in range(4))
+        for card in self.cards:
+            card.on_edit(self._on_edit)
+        self.problems_html, self.preview, self.table, self.export_output = HTML(), HTML(), HTML(), HTML()
+        self.export_buttons = {kind: Button(description=label) for kind, label in _logic.EXPORTS.items()}
+        for kind, button in self.export_buttons.items():
+            button.on_click(lambda _button, kind=kind: self.export(kind))
+        super().__init__(**kwargs)
+        if spec is not None:
+            self.spec = spec
+            if "display_name" in kwargs:
+                self.display_name = kwargs["display_name"]
+        self.children = [
+            HBox([self.name_text, self.region_text]),
+            Box(list(self.cards), layout=Layout(display="flex", flex_flow="row wrap")),
+            HTML(_html.heading("Validation")), self.problems_html,
+            HTML(_html.heading("worker_pool_specs")), self.preview,
+            HTML(_html.heading("Replicas")), self.table,
+            HBox([HTML(_html.heading("Export")), *self.export_buttons.values()]), self.export_output,
+        ]
+        self._ready = True
+        self._refresh()
+
+    @default("pools")
+    def _default_pools(self) -> list[dict[str, Any]]:
+        return _logic.default_state()["pools"]
+
+    # ---- state ------------------------------------------------------------
+    @property
+    def state(self) -> dict[str, Any]:
+        """The UI state as a plain dict (a copy; assign it back to change the widget)."""
+        return copy.deepcopy({"display_name": self.display_name, "region": self.region, "image": self.image,
+                                     "pools": self.pools, "extra": self._extra})
+
+    @state.setter
+    def state(self, state: dict[str, Any]) -> None:
+        self._batch = True
+        try:
+            self._extra = state.get("extra") or {}
+            self.display_name, self.region, self.image = state["display_name"], state["region"], state["image"]
+            self.pools = state["pools"]
+        finally:
+            self._batch = False
+        self._refresh()
+
+    @property
+    def spec(self) -> JobSpec:
+        """The job the cards describe (a new JobSpec each time)."""
+        return _logic.build_job(self.state)
+
+    @spec.setter
+    def spec(self, source: Any) -> None:
+        self.state = _logic.state_from_job(JobSpec.load(source), self.region)
+
+    @property
+    def problems(self) -> list[str]:
+        """validate.problems of the current job, one line each."""
+        return list(self._problems)
+
+    @property
+    def valid(self) -> bool:
+        return not self._problems
+
+    @property
+    def preview_json(self) -> str:
+        """The JSON shown: the SDK's `worker_pool_specs` of `.spec`."""
+        return self._json
+
+    # ---- actions ------------------------------------------------------------
+    def export(self, kind: str) -> str:
+        """Show and return the gcloud command ("gcloud"), SDK snippet ("sdk") or config.yaml ("yaml")."""
+        self.export_kind = kind
+        job = self.job
+        return _logic.export_text(job, kind, self.region) if job is not None else ""
+
+    def use_suggestion(self) -> None:
+        """Make pool 2 a Reduction Server sized to the workers' bandwidth."""
+        self.state = _logic.apply_reducer_suggestion(self.state)
+
+    def _on_edit(self, pos: int, field: str, value: Any) -> None:
+        if field == "use_suggestion":
+            self.use_suggestion()
+        else:
+            self.state = _logic.update_pool(self.state, pos, field, value)
+
+    # ---- view ---------------------------------------------------------------
+    @observe("display_name", "region", "image", "pools", "export_kind")
+    def _changed(self, _change: Any) -> None:
+        if self._ready and not self._batch:
+            self._refresh()
+
+    def _refresh(self) -> None:
+        state = self.state
+        job, self._problems = _logic.problems(state)
+        self.set_trait("job", job)
+        for card in self.cards:
+            card.pool_view = _logic.pool_view(state, card.pos)
+        self.name_text.value, self.region_text.value = self.display_name, self.region
+        self.problems_html.value = _html.problem_list(self._problems)
+        self._json = json.dumps(job.to_dict("sdk")["worker_pool_specs"], indent=2) if job else ""
+        self.preview.value = _html.pre(self._json, max_height="360px")
+        try:
+            self.table.value = _html.frame(_logic.replica_frame(job)) if job else ""
+        except Exception as exc:  # a job without a primary has no replicas to list
+            self.table.value = _html.note(f"no replicas: {exc}", _html.RED)
+        text = _logic.export_text(job, self.export_kind, self.region) if job and self.export_kind else ""
+        self.export_output.value = _html.pre(text) if text else ""
+
+    def to_html(self) -> str:
+        export = (_html.heading(_logic.EXPORTS[self.export_kind]) + self.export_output.value
+                  if self.export_output.value else "")
+        return (f'<div class="vtrain-pools">{_html.heading(f"Worker pools of {self.display_name} ({self.region})")}'
+                f"{self.problems_html.value}{_html.heading('worker_pool_specs')}{self.preview.value}"
+                f"{_html.heading('Replicas')}{self.table.value}{export}</div>")
+
+    def to_text(self) -> str:
+        job = self.job
+        lines = [f"{self.display_name} ({self.region})"]
+        if job is not None:
+            for pos, pool in job.pools:
+                ms = pool.machine_spec
+                lines.append(f"  pool {pos} {_logic.POOL_TITLES[pos].lower()}: {pool.replica_count} x "
+                             f"{ms.machine_type}, accelerators {_logic.accelerators_text(ms)}")
+        lines += ["valid"] if self.valid else [f"problem: {p}" for p in self._problems]
+        return "\n".join(lines)
+
+
+def vertex_pools(**kwargs: Any) -> PoolConfigurator:
+    """A PoolConfigurator; `spec=` loads a job (anything JobSpec.load accepts)."""
+    return PoolConfigurator(**kwargs)
