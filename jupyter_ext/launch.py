@@ -83,6 +83,13 @@ class JobHandle:
         return self.name.rsplit("/", 1)[1]
 
     @property
+    def local_dir(self) -> Any:
+        """A local job's folder (logs, outputs), or None for a Vertex AI job."""
+        from .paths import jobs_dir
+
+        return jobs_dir() / self.id if self.target.local else None
+
+    @property
     def console_url(self) -> str:
         return "" if self.target.local else CONSOLE.format(region=self.target.region, job=self.id,
                                                           project=self.target.project)
@@ -240,3 +247,290 @@ def _check_cloud_packages(resource: v1.CustomJob) -> None:
                 if not uri.startswith("gs://"):
                     raise WorkbenchError(f"workerPoolSpecs[{pos}].pythonPackageSpec.packageUris[{n}]: {uri!r} is not "
                                          "in Cloud Storage; Vertex AI needs a gs:// URI (build an sdist and upload it)")
+
+
+# ---- hyperparameter tuning jobs ------------------------------------------------------------
+
+# the console's page of a tuning job: CONSOLE's training page, without the replica (`/cpu`) tab
+TUNING_CONSOLE = "https://console.cloud.google.com/vertex-ai/locations/{region}/training/{job}?project={project}"
+TRIAL_FINAL = ("SUCCEEDED", "INFEASIBLE")
+
+
+@dataclass
+class TuningHandle:
+    """A submitted HyperparameterTuningJob, local or on Vertex AI."""
+
+    name: str  # projects/P/locations/L/hyperparameterTuningJobs/ID
+    target: Target
+    _resource: v1.HyperparameterTuningJob | None = field(default=None, repr=False)
+
+    @property
+    def id(self) -> str:
+        return self.name.rsplit("/", 1)[1]
+
+    @property
+    def local_dir(self) -> Any:
+        """A local job's folder (logs, outputs), or None for a Vertex AI job."""
+        from .paths import jobs_dir
+
+        return jobs_dir() / self.id if self.target.local else None
+
+    @property
+    def console_url(self) -> str:
+        return "" if self.target.local else TUNING_CONSOLE.format(region=self.target.region, job=self.id,
+                                                                 project=self.target.project)
+
+    def refresh(self) -> v1.HyperparameterTuningJob:
+        self._resource = _job_client(self.target).get_hyperparameter_tuning_job(name=self.name)
+        return self._resource
+
+    @property
+    def resource(self) -> v1.HyperparameterTuningJob:
+        return self._resource or self.refresh()
+
+    @property
+    def state(self) -> str:
+        return self.refresh().state.name
+
+    @property
+    def error(self) -> str:
+        return self.resource.error.message
+
+    @property
+    def trials(self) -> list[v1.Trial]:
+        return list(self.resource.trials)
+
+    def best_trial(self) -> v1.Trial | None:
+        from . import tuning
+
+        return tuning.best_trial(self.resource)
+
+    def wait(self, timeout: float | None = None, poll: float = 0.5) -> str:
+        """Block until the tuning job ends; its final state."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = poll
+        while (state := self.state) not in FINAL:
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            time.sleep(delay)
+            delay = min(delay * 1.5, 5.0)
+        return state
+
+    def cancel(self) -> None:
+        _job_client(self.target).cancel_hyperparameter_tuning_job(name=self.name)
+
+    def trial(self, trial_id: str | int) -> TrialHandle:
+        return TrialHandle(self, str(trial_id))
+
+    def logs(self, replica: str | None = None, trial: str | int | None = None, follow: bool = False,
+             poll: float = 0.5) -> Iterator[LogRecord]:
+        """Log entries in time order, of one trial or of all (then task names read `<trial>/<task name>`)."""
+        query = f'resource.type="ml_job" AND resource.labels.job_id="{self.id}"'
+        if trial is not None:
+            query += f' AND labels."ml.googleapis.com/trial_id"="{trial}"'
+        if replica:
+            query += f' AND resource.labels.task_name="{replica}"'
+        return read_entries(self.target, query, follow=follow, is_final=lambda: self.state in FINAL,
+                            with_trial=trial is None, poll=poll)
+
+
+@dataclass
+class TrialHandle:
+    """One trial of a tuning job, seen as a job: what the job monitor shows for a trial."""
+
+    tuning: TuningHandle
+    trial_id: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.tuning.name}/trials/{self.trial_id}"
+
+    @property
+    def id(self) -> str:
+        return self.tuning.id
+
+    @property
+    def target(self) -> Target:
+        return self.tuning.target
+
+    def trial(self, resource: v1.HyperparameterTuningJob | None = None) -> v1.Trial | None:
+        for trial in (resource or self.tuning.refresh()).trials:
+            if trial.id == self.trial_id:
+                return trial
+        return None
+
+    def refresh(self) -> v1.CustomJob:
+        """The trial as a CustomJob view: state, times and error (the infeasible reason)."""
+        resource = self.tuning.refresh()
+        trial = self.trial(resource)
+        if trial is None:  # not started yet
+            cancelled = resource.state.name in FINAL
+            return v1.CustomJob(name=self.name, state="JOB_STATE_CANCELLED" if cancelled else "JOB_STATE_QUEUED")
+        view = v1.CustomJob(name=self.name, state=trial_job_state(trial, resource))
+        if trial.start_time:
+            view.start_time = trial.start_time
+        if trial.end_time:
+            view.end_time = trial.end_time
+        if trial.infeasible_reason:
+            view.error = {"code": 3, "message": trial.infeasible_reason}
+        return view
+
+    @property
+    def resource(self) -> v1.CustomJob:
+        return self.refresh()
+
+    @property
+    def state(self) -> str:
+        return self.refresh().state.name
+
+    @property
+    def error(self) -> str:
+        return self.refresh().error.message
+
+    def cancel(self) -> None:
+        raise WorkbenchError(f"trial {self.trial_id}: a single trial cannot be cancelled; cancel the tuning job "
+                             f"{self.tuning.id}")
+
+    def logs(self, replica: str | None = None, follow: bool = False, poll: float = 0.5) -> Iterator[LogRecord]:
+        query = (f'resource.type="ml_job" AND resource.labels.job_id="{self.tuning.id}" '
+                 f'AND labels."ml.googleapis.com/trial_id"="{self.trial_id}"')
+        if replica:
+            query += f' AND resource.labels.task_name="{replica}"'
+        return read_entries(self.target, query, follow=follow, is_final=lambda: self.state in FINAL, poll=poll)
+
+
+def trial_job_state(trial: v1.Trial, resource: v1.HyperparameterTuningJob) -> str:
+    """A trial's state as a JobState name: ACTIVE is RUNNING, INFEASIBLE is FAILED (CANCELLED when stopped)."""
+    name = trial.state.name
+    if name == "SUCCEEDED":
+        return "JOB_STATE_SUCCEEDED"
+    if name == "INFEASIBLE":
+        stopped = trial.infeasible_reason.startswith(("cancelled", "stopped"))
+        return "JOB_STATE_CANCELLED" if stopped else "JOB_STATE_FAILED"
+    if name == "STOPPING" or resource.state.name == "JOB_STATE_CANCELLING":
+        return "JOB_STATE_CANCELLING"
+    return "JOB_STATE_RUNNING" if name == "ACTIVE" else "JOB_STATE_QUEUED"
+
+
+def submit_tuning(spec: Any, study: Any, *, max_trials: int, parallel: int = 1, max_failed: int = 0,
+                  target: Target | None = None, display_name: str | None = None,
+                  labels: dict[str, str] | None = None) -> TuningHandle:
+    """Create a HyperparameterTuningJob whose trials run `spec` (any accepted job format).
+
+    `study` is a `v1.StudySpec`, its REST dict, or `tuning.study_spec(...)`'s result. The tuning job is
+    checked here with the service's rules, so a mistake is one WorkbenchError before anything is sent.
+    """
+    from . import tuning
+
+    target = target or Target()
+    job = validate.check(JobSpec.load(spec, display_name))
+    if display_name:
+        job.display_name = display_name
+    custom = _prepared_custom_job(job, target)
+    if isinstance(study, dict):
+        from google.protobuf import json_format
+
+        parsed = v1.StudySpec()
+        json_format.ParseDict(study, parsed._pb)
+        study = parsed
+    resource = v1.HyperparameterTuningJob(
+        display_name=job.display_name, study_spec=study, max_trial_count=max_trials, parallel_trial_count=parallel,
+        max_failed_trial_count=max_failed, trial_job_spec=custom.job_spec, labels={**custom.labels, **(labels or {})})
+    found = tuning.problems(resource)
+    if found:
+        raise WorkbenchError("\n".join(found))
+    created = _job_client(target).create_hyperparameter_tuning_job(parent=target.parent,
+                                                                   hyperparameter_tuning_job=resource)
+    return TuningHandle(created.name, target, created)
+
+
+def submit_tuning_request(resource: v1.HyperparameterTuningJob, target: Target | None = None,
+                          source_dir: Any = None) -> TuningHandle:
+    """Create a ready-made HyperparameterTuningJob (e.g. a REST body from a file); relative local
+    packageUris are relative to `source_dir` (default: the current folder)."""
+    from . import tuning
+
+    target = target or Target()
+    resource = v1.HyperparameterTuningJob(resource)
+    job = tuning.trial_base_job(resource)
+    job.source_dir = source_dir
+    custom = _prepared_custom_job(job, target)
+    resource.trial_job_spec = custom.job_spec
+    for key, value in custom.labels.items():
+        resource.labels[key] = value
+    found = tuning.problems(resource)
+    if found:
+        raise WorkbenchError("\n".join(found))
+    created = _job_client(target).create_hyperparameter_tuning_job(parent=target.parent,
+                                                                   hyperparameter_tuning_job=resource)
+    return TuningHandle(created.name, target, created)
+
+
+def attach_tuning(job: str, target: Target | None = None) -> TuningHandle:
+    """A handle on an existing tuning job, by ID or resource name."""
+    target = target or Target()
+    if "/" in job:
+        parts = job.split("/")
+        if len(parts) != 6 or parts[0] != "projects" or parts[4] != "hyperparameterTuningJobs":
+            raise WorkbenchError(f"JOB: {job!r} is neither a job ID nor "
+                                 "projects/P/locations/L/hyperparameterTuningJobs/ID")
+        target = Target(parts[1], parts[3], target.staging_bucket, target.local, target.backend)
+        return TuningHandle(job, target)
+    return TuningHandle(f"{target.parent}/hyperparameterTuningJobs/{job}", target)
+
+
+def list_tuning_jobs(target: Target | None = None, filter_text: str = "") -> list[v1.HyperparameterTuningJob]:
+    target = target or Target()
+    request = v1.ListHyperparameterTuningJobsRequest(parent=target.parent, filter=filter_text)
+    return list(_job_client(target).list_hyperparameter_tuning_jobs(request=request))
+
+
+def read_entries(target: Target, query: str, *, follow: bool, is_final: Any, with_trial: bool = False,
+                 poll: float = 0.5) -> Iterator[LogRecord]:
+    """`read_logs` for any base query: poll with back-off, de-duplicate by insertId, and when following
+    stop once `is_final()` was true before a read. With `with_trial`, task names read `<trial>/<task>`."""
+    from google.cloud import logging as cloud_logging
+
+    client = _logging_client(target)
+    since, seen_at_since = "", set()
+    delay, done = poll, False
+    while True:
+        if follow:
+            done = is_final()
+        stamp_filter = f' AND timestamp>="{since or "1970-01-01T00:00:00Z"}"'
+        new = 0
+        for entry in client.list_entries(resource_names=[f"projects/{target.project}"], filter_=query + stamp_filter,
+                                         order_by=cloud_logging.ASCENDING, page_size=1000):
+            if entry.insert_id in seen_at_since:
+                continue
+            stamp = entry.timestamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            if stamp != since:
+                since, seen_at_since = stamp, set()
+            seen_at_since.add(entry.insert_id)
+            new += 1
+            record = _record(entry)
+            trial = (entry.labels or {}).get("ml.googleapis.com/trial_id", "")
+            if with_trial and trial:
+                record = LogRecord(record.timestamp, f"{trial}/{record.task_name}", record.severity, record.text,
+                                   record.insert_id)
+            yield record
+        if not follow or done:
+            return
+        delay = poll if new else min(delay * 1.5, 5.0)
+        time.sleep(delay)
+
+
+def _prepared_custom_job(job: JobSpec, target: Target) -> v1.CustomJob:
+    """The CustomJob `submit` would create for `job` on `target` (packages, backend label, base output)."""
+    resource = job.custom_job()
+    if target.local:
+        if target.backend != "process":
+            resource.labels[BACKEND_LABEL] = target.backend
+        _resolve_local_packages(resource, job)
+    else:
+        _check_cloud_packages(resource)
+        if not resource.job_spec.base_output_directory.output_uri_prefix and target.staging_bucket:
+            stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d-%H-%M-%S-%f")[:-3]
+            resource.job_spec.base_output_directory.output_uri_prefix = (
+                f"{target.staging_bucket.rstrip('/')}/aiplatform-hyperparameter-tuning-job-{stamp}")
+    return resource

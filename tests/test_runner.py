@@ -177,3 +177,32 @@ def test_many_replicas_all_start_and_finish(tmp_path: Path) -> None:
     result = Supervisor(job, job_dir=tmp_path / "job").run()
     assert result.state == "SUCCEEDED", result.error
     assert all(r.lines == 1 for r in result.replicas) and len(result.replicas) == 16
+
+
+FLAKY = """
+import json, os, sys, time
+task = json.loads(os.environ["TF_CONFIG"])["task"]
+marker = os.path.join(os.environ["AIP_CHECKPOINT_DIR"], "crashed-once")
+if task["type"] == "worker" and not os.path.exists(marker):
+    open(marker, "w").close()
+    sys.exit("worker lost its machine")
+time.sleep(1.5 if task["type"] == "chief" else 0)
+print(task["type"], "done")
+"""
+
+
+@pytest.mark.parametrize("restart", [True, False])
+def test_restart_policy_restarts_only_the_failed_replica(tmp_path: Path, restart: bool) -> None:
+    pools = [{"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": n,
+              "containerSpec": {"imageUri": "x", "command": ["python", "-c", FLAKY]}} for n in (1, 1)]
+    job = JobSpec.from_dict({"workerPoolSpecs": pools, "scheduling": {"restartJobOnWorkerRestart": restart}})
+    notes: list[str] = []
+    result = Supervisor(job, job_dir=tmp_path / "job", on_note=notes.append).run()
+    if restart:
+        assert result.state == "SUCCEEDED"
+        assert [r.restarts for r in result.replicas] == [0, 1]
+        assert any("workerpool1-0 exited with code 1; restarting it" in n for n in notes)
+        worker_log = (tmp_path / "job/logs/workerpool1-0.log").read_text()
+        assert "worker lost its machine" in worker_log and worker_log.rstrip().endswith("worker done")
+    else:
+        assert result.state == "FAILED" and "workerpool1-0" in result.error

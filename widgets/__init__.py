@@ -10,6 +10,7 @@ _EXPORTS = {
     "PoolConfigurator": "pools",
     "vertex_pools": "pools",
     "ClusterInspector": "inspector",
+    "JobMonitor": "monitor",
 }
 __all__ = sorted(_EXPORTS)
 

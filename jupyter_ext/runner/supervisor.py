@@ -8,6 +8,8 @@ Job semantics, as on Vertex AI (DESIGN.md):
   the error names the replica and its last output lines;
 - cancel (or Ctrl-C) stops everything: CANCELLING, then CANCELLED;
 - `scheduling.timeout` fails the job when it runs longer;
+- with `scheduling.restartJobOnWorkerRestart` a replica that fails is started
+  again (up to MAX_RESTARTS times), the others keep running;
 - on every outcome each replica and everything it started is stopped, its
   output drained to `<job dir>/logs/`, and the backend cleaned up.
 """
@@ -34,6 +36,7 @@ FINAL_STATES = ("SUCCEEDED", "FAILED", "CANCELLED")
 EXIT_CODES = {"SUCCEEDED": 0, "FAILED": 1, "CANCELLED": 130}
 SERVER_ROLES = ("parameter_server", "reduction_server")
 ERROR_TAIL = 10
+MAX_RESTARTS = 3
 
 
 @dataclass
@@ -44,6 +47,7 @@ class ReplicaResult:
     exit_code: int | None = None  # None: stopped by the runner
     lines: int = 0
     ident: str = ""  # the backend's name for it: a process group ID, a container ID
+    restarts: int = 0
 
 
 @dataclass
@@ -95,6 +99,7 @@ class Supervisor:
         self.replicas: list[Replica] = []
         self._events: queue.Queue[tuple[str, int, int]] = queue.Queue()
         self._handles: list[ReplicaHandle] = []
+        self._pools: dict[int, Any] = {}
         self._logs: list[ReplicaLog] = []
         self._exit_codes: dict[int, int] = {}
         self._cancelled = threading.Event()
@@ -145,21 +150,41 @@ class Supervisor:
         if self.backend.address_style != "cloud":  # on Cloud Storage folders need no creating; here they do
             for folder in cluster.output_env(output_dir, self.trial).values():
                 Path(folder).mkdir(parents=True, exist_ok=True)
-        pools = dict(self.job.pools)
+        self._pools = dict(self.job.pools)
         for n, replica in enumerate(self.replicas):
             if self._cancelled.is_set():
                 return "CANCELLED", self._cancel_reason
             log = ReplicaLog(replica.task_name, self.job_dir / "logs" / f"{replica.task_name}.log", self.on_lines)
             self._logs.append(log)
-            handle = self.backend.start(replica, pools[replica.pool], log)
-            self._handles.append(handle)
-            self.result.replicas[n].ident = getattr(handle, "ident", "")
-            threading.Thread(target=self._watch_exit, args=(n, handle), daemon=True,
-                             name=f"wait-{replica.task_name}").start()
+            self._handles.append(self._start(n))
         self.result.start_time = now_rfc3339()
         self._set_state("RUNNING")
         self._write_status()  # what runs, so a restarted service can clean up after a crash
         return self._supervise()
+
+    def _start(self, n: int) -> ReplicaHandle:
+        replica = self.replicas[n]
+        handle = self.backend.start(replica, self._pools[replica.pool], self._logs[n])
+        self.result.replicas[n].ident = getattr(handle, "ident", "")
+        threading.Thread(target=self._watch_exit, args=(n, handle), daemon=True, name=f"wait-{replica.task_name}").start()
+        return handle
+
+    def _restart(self, n: int, code: int) -> bool:
+        """restartJobOnWorkerRestart: start a failed replica again, keeping the others (at most
+        MAX_RESTARTS times each); its log goes on in the same file."""
+        if not self.job.spec.scheduling.restart_job_on_worker_restart or self.job.spec.scheduling.disable_retries:
+            return False
+        result = self.result.replicas[n]
+        if result.restarts >= MAX_RESTARTS:
+            return False
+        old = self._handles[n]
+        old.kill()  # what it started goes too
+        old.wait_output(5.0)
+        result.restarts += 1
+        self._note(f"{result.task_name} exited with code {code}; restarting it "
+                   f"(restartJobOnWorkerRestart, restart {result.restarts} of {MAX_RESTARTS})")
+        self._handles[n] = self._start(n)
+        return True
 
     def _watch_exit(self, n: int, handle: ReplicaHandle) -> None:
         code = handle.wait()
@@ -179,8 +204,10 @@ class Supervisor:
             if kind == "cancel":
                 self._set_state("CANCELLING")
                 return "CANCELLED", self._cancel_reason
-            self._exit_codes[n] = code
             replica = self.replicas[n]
+            if code != 0 and self._restart(n, code):
+                continue
+            self._exit_codes[n] = code
             if code != 0:
                 self._failed = (n, code)  # described after shutdown, when its output is complete
                 return "FAILED", ""
