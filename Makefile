@@ -6,7 +6,7 @@ PIP = $(PYTHON) -m pip install --quiet
 
 demo:
 	$(PIP) -e ".[examples]"
-	vtrain run jupyter_ext/examples/multiworker.yaml
+	vtrain notebook notebooks/01_multiworker_codelab.ipynb
 
 install-test:
 	$(PIP) -e ".[test]"

@@ -124,6 +124,37 @@ def _parser() -> argparse.ArgumentParser:
     _target_flags(cn)
     cn.set_defaults(func=cmd_cancel)
 
+    t = sub.add_parser("tune", help="run a hyperparameter tuning job (local service by default, or Vertex AI)",
+                       description="Create a HyperparameterTuningJob whose trials each run the whole job, with the "
+                                   "parameters as --name=value and `trial` in TF_CONFIG and CLUSTER_SPEC; the trainer "
+                                   "reports its metric with cloudml-hypertune. Waits and prints the trials; exit 0 "
+                                   "SUCCEEDED, 1 FAILED, 130 CANCELLED.")
+    t.add_argument("spec", metavar="SPEC", help=spec_help + "; or a HyperparameterTuningJob REST body (studySpec, "
+                   "trialJobSpec, maxTrialCount, ...), which the flags below override")
+    t.add_argument("--params", "--tune", dest="params", metavar="PARAMS", help='the parameters, e.g. '
+                   '"lr=double:1e-4:1e-1:log, units=int:16:128, optimizer=categorical:adam,sgd" '
+                   "(types: double, int, categorical, discrete; scales: linear, log, reverse_log)")
+    t.add_argument("--metric", metavar="METRIC:GOAL", help="the metric to optimize, e.g. accuracy:maximize")
+    t.add_argument("--trials", type=int, metavar="N", help="maxTrialCount (default 10)")
+    t.add_argument("--parallel", type=int, metavar="N", help="parallelTrialCount (default 1)")
+    t.add_argument("--max-failed", type=int, metavar="N", help="maxFailedTrialCount: the job fails when more trials "
+                   "fail (default 0: no limit)")
+    t.add_argument("--algorithm", choices=("random", "grid", "bayesian"), help="the search (default: Vertex AI's "
+                   "Bayesian optimization, random search on this machine)")
+    t.add_argument("--name", metavar="NAME", help="display name (default: from the job)")
+    t.add_argument("--backend", default="process", help="local replicas as: process (default) or docker")
+    t.add_argument("--no-wait", action="store_true", help="return once the tuning job is created")
+    _target_flags(t, staging=True)
+    t.set_defaults(func=cmd_tune)
+
+    nb = sub.add_parser("notebook", help="run a lesson notebook headless and summarise its jobs",
+                        description="Execute a notebook with a real kernel (nbclient) and print each job's state, "
+                                    "its replicas, and where the executed notebook and the logs are. "
+                                    "Exit 0 when no cell failed and every job succeeded.")
+    nb.add_argument("path", metavar="NOTEBOOK", help="the .ipynb file")
+    nb.add_argument("--output", metavar="FILE", help="where the executed notebook goes")
+    nb.set_defaults(func=cmd_notebook)
+
     sv = sub.add_parser("service", help="manage the local service",
                         description="The local service speaks Vertex AI's CustomJob API and Cloud Logging's "
                                     "entries:list on 127.0.0.1 and runs jobs on this machine.")
@@ -310,6 +341,27 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_notebook(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .notebooks import run_notebook
+
+    path = Path(args.path)
+    if not path.is_file():
+        raise WorkbenchError(f"NOTEBOOK: no such file {path}")
+    print(f"running {path} ...", flush=True)
+    run = run_notebook(path, Path(args.output) if args.output else None)
+    for job in run.jobs:
+        replicas = ", ".join(f"{task}={code}" for task, code in job.replicas)
+        print(f"job {job.id} ({job.display_name}): {job.state} [{replicas}]")
+        print(f"  logs: {job.logs}")
+    for error in run.errors:
+        print(f"error in {error}")
+    print(f"executed notebook: {run.executed}")
+    ok = not run.errors and all(job.state == "SUCCEEDED" for job in run.jobs)
+    return 0 if ok else 1
+
+
 def cmd_service(args: argparse.Namespace) -> int:
     from .service import daemon
 
@@ -328,6 +380,100 @@ def cmd_service(args: argparse.Namespace) -> int:
             print("not running")
         return 0 if info else 1
     return 0
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from google.cloud.aiplatform_v1 import types as v1
+
+    from . import tuning
+    from .launch import EXIT_CODES, submit_tuning_request
+
+    resource = tuning.load_request(args.spec)
+    source_dir = Path(args.spec).resolve().parent if Path(args.spec).is_file() else None
+    if resource is None:
+        if not args.params or not args.metric:
+            raise WorkbenchError("--params and --metric: both are needed unless SPEC is a HyperparameterTuningJob")
+        job = _load(args.spec, args.name)
+        source_dir = job.source_dir
+        resource = v1.HyperparameterTuningJob(display_name=job.display_name, trial_job_spec=job.custom_job_spec(),
+                                              labels=job.labels, max_trial_count=10, parallel_trial_count=1)
+    if args.params or args.metric:
+        study = resource.study_spec
+        if args.params:
+            study.parameters = tuning.parse_parameters(args.params)
+        if args.metric:
+            study.metrics = tuning.parse_metrics(args.metric)
+    if args.algorithm:
+        resource.study_spec.algorithm = tuning.parse_algorithm(args.algorithm)
+    for flag, name in (("trials", "max_trial_count"), ("parallel", "parallel_trial_count"),
+                       ("max_failed", "max_failed_trial_count")):
+        if getattr(args, flag) is not None:
+            setattr(resource, name, getattr(args, flag))
+    if args.name:
+        resource.display_name = args.name
+    handle = submit_tuning_request(resource, _target(args), source_dir)
+    print(f"submitted {handle.name} ({handle.console_url or 'the local service'})")
+    for note in tuning.notices(resource):
+        print(f"note: {note}")
+    if args.no_wait:
+        return 0
+    try:
+        state = _follow_trials(handle)
+    except KeyboardInterrupt:
+        print(f"stopped following; the tuning job goes on ({handle.name})")
+        return 130
+    final = handle.resource
+    _print_trials(final)
+    if final.error.message:
+        print(final.error.message)
+    print(tuning.summary(final))
+    print(f"tuning job {handle.id} {state.removeprefix('JOB_STATE_')}")
+    return EXIT_CODES.get(state, 1)
+
+
+def _follow_trials(handle: Any, poll: float = 1.0) -> str:
+    """Print each trial's changes of state until the tuning job ends; its final state."""
+    import time
+
+    from . import tuning
+    from .launch import FINAL
+
+    shown: dict[str, str] = {}
+    while True:
+        resource = handle.refresh()
+        metric = resource.study_spec.metrics[0].metric_id if resource.study_spec.metrics else ""
+        for trial in resource.trials:
+            state = trial.state.name
+            if shown.get(trial.id) == state:
+                continue
+            shown[trial.id] = state
+            params = " ".join(tuning.trial_args(tuning.parameters_of(trial)))
+            value = tuning.metric_value(trial, metric)
+            detail = f" {metric}={value:.6g}" if value is not None else ""
+            if state == "INFEASIBLE":
+                detail = f": {trial.infeasible_reason.splitlines()[0] if trial.infeasible_reason else ''}"
+            print(f"trial {trial.id} {state}{detail}  [{params}]", flush=True)
+        if resource.state.name in FINAL:
+            return resource.state.name
+        time.sleep(poll)
+
+
+def _print_trials(resource: Any) -> None:
+    from . import tuning
+
+    metric = resource.study_spec.metrics[0].metric_id if resource.study_spec.metrics else "metric"
+    names = [p.parameter_id for p in resource.study_spec.parameters]
+    rows = [("TRIAL", "STATE", metric.upper(), *(n.upper() for n in names))]
+    for trial in resource.trials:
+        params = tuning.parameters_of(trial)
+        value = tuning.metric_value(trial, metric)
+        rows.append((trial.id, trial.state.name, "-" if value is None else f"{value:.6g}",
+                     *(tuning.format_value(params[n]) if n in params else "-" for n in names)))
+    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())
 
 
 def _interrupt(_signum: int, _frame: Any) -> None:

@@ -62,6 +62,17 @@ class VertexTrainMagics(Magics):
     @argument("--dry-run", action="store_true", help="show the Dockerfile, the job JSON and every replica's "
               "environment; launch nothing")
     @argument("--no-wait", action="store_true", help="return once the job is launched; the monitor keeps following")
+    @argument("--tune", metavar='"PARAMS"', help="run a hyperparameter tuning job over these parameters, quoted: "
+              '"lr=double:1e-4:1e-1:log, units=int:16:128, optimizer=categorical:adam,sgd" (types: double, int, '
+              "categorical, discrete); every trial's replicas get them as --name=value")
+    @argument("--metric", metavar="METRIC:GOAL", help="with --tune: the metric the trainer reports with "
+              "cloudml-hypertune and its goal, e.g. accuracy:maximize")
+    @argument("--trials", type=int, default=10, metavar="N", help="with --tune: how many trials (default 10)")
+    @argument("--parallel", type=int, default=1, metavar="N", help="with --tune: trials at once (default 1)")
+    @argument("--max-failed", type=int, default=0, metavar="N", help="with --tune: the job fails when more trials "
+              "fail (default 0: no limit)")
+    @argument("--algorithm", choices=("random", "grid", "bayesian"), help="with --tune: the search (default: "
+              "Vertex AI's Bayesian optimization, random search on this machine)")
     @_target_arguments
     @cell_magic
     def vertex_train(self, line: str, cell: str) -> None:
@@ -73,6 +84,7 @@ class VertexTrainMagics(Magics):
             raise UsageError(str(exc).replace("\n", "; ")) from None
 
     def _train(self, args: Any, source: str) -> None:
+        study = _study(args)
         job = self._layout(args)
         if args.job_dir:
             job = cells.with_job_dir(job, args.job_dir)
@@ -91,13 +103,16 @@ class VertexTrainMagics(Magics):
                 "docker" if target.local else "cloud")
             print(cells.dry_run_text(job, context, style), end="")
             return
+        if study is not None:
+            self._tune(args, job, target, study)
+            return
         handle = launch.submit(job, target)
         if args.destination:
             self.shell.user_ns[args.destination] = handle
         from widgets.monitor import JobMonitor
 
         monitor = self.monitor = JobMonitor(handle)
-        display(monitor)
+        shown = display(monitor, display_id=True)
         if handle.console_url:
             print(f"Vertex AI console: {handle.console_url}")
         if not args.no_wait:
@@ -105,6 +120,31 @@ class VertexTrainMagics(Magics):
                 monitor.wait()
             except KeyboardInterrupt:
                 print(f"stopped waiting; the job goes on (%vertex_cancel {handle.id})")
+                return
+            if shown is not None:
+                shown.update(monitor)  # the saved notebook keeps the final state and lines
+
+    def _tune(self, args: Any, job: JobSpec, target: launch.Target, study: Any) -> None:
+        """`--tune`: a HyperparameterTuningJob whose trials run the job, shown live by a TuningMonitor."""
+        from widgets.tuning import TuningMonitor
+
+        from . import tuning
+
+        handle = launch.submit_tuning(job, study, max_trials=args.trials, parallel=args.parallel,
+                                      max_failed=args.max_failed, target=target)
+        if args.destination:
+            self.shell.user_ns[args.destination] = handle
+        for note in tuning.notices(study):
+            print(f"note: {note}")
+        monitor = self.monitor = TuningMonitor(handle)
+        display(monitor)
+        if handle.console_url:
+            print(f"Vertex AI console: {handle.console_url}")
+        if not args.no_wait:
+            try:
+                monitor.wait()
+            except KeyboardInterrupt:
+                print(f"stopped waiting; the tuning job goes on ({handle.name})")
 
     def _layout(self, args: Any) -> JobSpec:
         if args.config:
@@ -211,6 +251,19 @@ class VertexTrainMagics(Magics):
             return launch.Target()
         project = args.project or _sdk_default("project") or os.environ.get("GOOGLE_CLOUD_PROJECT", "")
         return launch.Target.vertex(project, args.region or _sdk_default("location") or "us-central1")
+
+
+def _study(args: Any) -> Any:
+    """The StudySpec of `--tune`/`--metric`/`--algorithm`, or None without `--tune`."""
+    from . import tuning
+
+    if not args.tune:
+        if args.metric or args.algorithm:
+            raise WorkbenchError("--metric/--algorithm: only with --tune")
+        return None
+    if not args.metric:
+        raise WorkbenchError("--metric: --tune needs the metric to optimize, e.g. --metric accuracy:maximize")
+    return tuning.study_spec(_unquote(args.tune), _unquote(args.metric), args.algorithm)
 
 
 def _unquote(text: str) -> str:

@@ -120,10 +120,15 @@ class JobMonitor(w.VBox):
                          f" lines)</summary>{render_lines(self.buffer.lines(view), view == ALL)}</details>")
         return "".join(parts)
 
+    def to_text(self, last: int = 40) -> str:
+        lines = self.buffer.lines()[-last:]
+        head = f"{self.job_name} {self.state.removeprefix('JOB_STATE_')}"
+        return "\n".join([head, *(f"[{ln.task_name}] {ln.text}" for ln in lines), *([self.error] if self.error else [])])
+
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         bundle = super()._repr_mimebundle_(**kwargs) or {}
         bundle["text/html"] = self.to_html()
-        bundle["text/plain"] = f"JobMonitor({self.job_name}, {self.state})"
+        bundle["text/plain"] = self.to_text()
         return bundle
 
     def _show_cluster(self, handle: Any) -> None:

@@ -1,0 +1,75 @@
+"""Run a lesson notebook headless (nbclient, a real kernel) and say what its jobs did."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+from . import launch, paths
+from .service import daemon
+
+
+@dataclass
+class JobSummary:
+    id: str
+    display_name: str
+    state: str
+    replicas: list[tuple[str, str]]  # (task name, exit code or "stopped")
+    logs: Path
+
+
+@dataclass
+class NotebookRun:
+    executed: Path
+    errors: list[str] = field(default_factory=list)  # "cell N: ename: evalue"
+    jobs: list[JobSummary] = field(default_factory=list)
+
+
+def run_notebook(path: Path, output: Path | None = None, timeout: int = 600) -> NotebookRun:
+    """Execute every cell; the executed copy goes to `output` (default: the data folder's
+    `notebooks/`). A service the run started is stopped afterwards, so nothing is left running."""
+    book = nbformat.read(path, as_version=4)
+    output = output or paths.data_dir() / "notebooks" / path.name
+    output.parent.mkdir(parents=True, exist_ok=True)
+    service_was_running = daemon.status() is not None
+    started = datetime.now(timezone.utc)
+    client = NotebookClient(book, timeout=timeout, kernel_name="python3", allow_errors=True,
+                            resources={"metadata": {"path": str(path.parent.resolve())}})
+    try:
+        client.execute()
+    finally:
+        nbformat.write(book, output)
+    run = NotebookRun(output, errors=_errors(book))
+    try:
+        run.jobs = [_summary(job) for job in reversed(launch.list_jobs()) if job.create_time >= started]
+    finally:
+        if not service_was_running:
+            daemon.stop()
+    return run
+
+
+def _errors(book: nbformat.NotebookNode) -> list[str]:
+    found = []
+    for n, cell in enumerate(book.cells, 1):
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error":
+                found.append(f"cell {n}: {out.get('ename')}: {out.get('evalue')}")
+    return found
+
+
+def _summary(job: object) -> JobSummary:
+    job_id = job.name.rsplit("/", 1)[1]  # type: ignore[attr-defined]
+    job_dir = paths.jobs_dir() / job_id
+    try:
+        status = json.loads((job_dir / "status.json").read_text())
+        replicas = [(r["task_name"], "stopped" if r["exit_code"] is None else str(r["exit_code"]))
+                    for r in status["replicas"]]
+    except (OSError, ValueError, KeyError):
+        replicas = []
+    return JobSummary(job_id, job.display_name, job.state.name.removeprefix("JOB_STATE_"),  # type: ignore[attr-defined]
+                      replicas, job_dir / "logs")
