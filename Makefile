@@ -2,7 +2,9 @@
 PYTHON ?= python3
 PIP = $(PYTHON) -m pip install --quiet
 
-.PHONY: demo test install-test bench
+SYSTEM_PACKAGES = docker.io docker-registry debootstrap
+
+.PHONY: demo test install-test install-system bench
 
 demo:
 	$(PIP) -e ".[examples]"
@@ -11,7 +13,12 @@ demo:
 install-test:
 	$(PIP) -e ".[test]"
 
-test: install-test
+# the Docker engine, a registry and debootstrap for the container tests (root; apt)
+install-system:
+	@dpkg -s $(SYSTEM_PACKAGES) >/dev/null 2>&1 || (apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(SYSTEM_PACKAGES))
+
+test: install-system install-test
 	$(PYTHON) -m pytest
 
 # Benchmarks (not part of the tests): ratios measured side by side in one run.
@@ -19,3 +26,4 @@ bench: install-test
 	$(PYTHON) tests/benchmarks/bench_orchestration.py
 	$(PYTHON) tests/benchmarks/bench_service.py
 	$(PYTHON) tests/benchmarks/bench_logs.py
+	$(PYTHON) tests/benchmarks/bench_edit_to_running.py

@@ -12,7 +12,7 @@ import sys
 import threading
 from typing import Any, Sequence
 
-from . import cluster, validate
+from . import build_cli, cluster, validate
 from .errors import WorkbenchError
 from .spec import FORMATS, JobSpec
 
@@ -90,9 +90,11 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--job-dir", metavar="DIR", help="where logs and outputs go (default: the workbench's data "
                    "folder, jobs/<job id>)")
     r.add_argument("--name", metavar="NAME", help="display name (default: from the job)")
-    r.add_argument("--backend", default="process", help="where replicas run: process (default)")
+    r.add_argument("--backend", default="process", help="where replicas run: process (default) or docker "
+                   "(containers on a per-job network; engine from DOCKER_HOST)")
     r.add_argument("--quiet", action="store_true", help="do not echo replica output (it is still in the logs)")
     r.set_defaults(func=cmd_run)
+    build_cli.add_parser(sub)
 
     s = sub.add_parser("submit", help="launch a CustomJob (local service by default, or Vertex AI)",
                        description="Create the CustomJob through the Vertex AI client: on the local service (started "

@@ -41,3 +41,27 @@ class JobFailedError(WorkbenchError):
     def __init__(self, job_id: str, state: str, detail: str) -> None:
         self.job_id, self.state, self.detail = job_id, state, detail
         super().__init__(f"job {job_id} {state}: {detail}")
+
+
+class PackagingError(WorkbenchError):
+    """A trainer that cannot be packaged: names the input and the reason."""
+
+
+class ImageError(WorkbenchError):
+    """Building, pushing or pulling an image failed; the message is one line."""
+
+
+class BuildError(ImageError):
+    pass
+
+
+class PushError(ImageError):
+    pass
+
+
+class PullError(ImageError):
+    pass
+
+
+class EngineError(BackendError):
+    """The Docker engine cannot be reached."""

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+pytest_plugins = ("services.fixtures",)
+
 ROOT = Path(__file__).resolve().parent.parent
 TRAINERS = ROOT / "tests" / "trainers"
 

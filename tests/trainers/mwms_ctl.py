@@ -27,7 +27,6 @@ Output: "epoch E loss=L accuracy=A" per epoch, then
 import argparse
 import json
 import os
-import shutil
 import sys
 import time
 
