@@ -200,6 +200,9 @@ def test_a_crashed_service_fails_its_running_job_and_keeps_history(service: dict
     _wait_state(job, "JOB_STATE_RUNNING")
     time.sleep(1)
     os.kill(service["pid"], signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while daemon.status() is not None and time.monotonic() < deadline:  # the kill takes a moment
+        time.sleep(0.05)
     restarted = daemon.ensure_running()
     assert restarted["pid"] != service["pid"]
     aiplatform.init(api_endpoint=restarted["endpoint"], credentials=Credentials(token=daemon.read_token()))

@@ -23,6 +23,7 @@ import base64
 import binascii
 import calendar
 import contextlib
+import functools
 import heapq
 import json
 import operator
@@ -251,6 +252,19 @@ def _nanos(text: Any) -> int | None:
     return seconds * 10**9 + int(((fraction or "") + "000000000")[:9])
 
 
+def _line_nanos(stamp: str) -> int | None:
+    """`_nanos` for the runner's own format (2026-11-21T11:43:34.960652Z), parsing each second once."""
+    if len(stamp) == 27 and stamp[19] == "." and stamp[26] == "Z" and stamp[20:26].isdigit():
+        second = _second(stamp[:19])
+        return None if second is None else second + int(stamp[20:26]) * 1000
+    return _nanos(stamp)
+
+
+@functools.lru_cache(maxsize=4096)
+def _second(prefix: str) -> int | None:
+    return _nanos(prefix + "Z")
+
+
 def _level(value: Any) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool):
         return value
@@ -446,6 +460,31 @@ def _files(sources: Iterable[tuple[str, str, Path, str | None]], tree: Node) -> 
     return files
 
 
+# Fields whose value is the same for every line of one file: tested once per file, not per line.
+_FILE_FIELDS = ("resource", "logName", "labels")
+
+
+def _per_file(node: Node) -> bool:
+    kind = node[0]
+    if kind in ("and", "or"):
+        return _per_file(node[1]) and _per_file(node[2])
+    if kind == "not":
+        return _per_file(node[1])
+    return kind == "true" or (kind == "cmp" and node[1][0] in _FILE_FIELDS)
+
+
+def _split(tree: Node) -> tuple[Node, Node]:
+    """The filter as (the part about the file, the part about each line), joined by AND."""
+    def conjuncts(node: Node) -> list[Node]:
+        return conjuncts(node[1]) + conjuncts(node[2]) if node[0] == "and" else [node]
+
+    def join(nodes: list[Node]) -> Node:
+        return functools.reduce(lambda a, b: ("and", a, b), nodes) if nodes else ("true",)
+
+    parts = conjuncts(tree)
+    return join([n for n in parts if _per_file(n)]), join([n for n in parts if not _per_file(n)])
+
+
 def _fid(source: Source) -> str:
     job_id, _, trial, task, _ = source
     return f"{job_id}/{trial or ''}/{task}"
@@ -483,7 +522,7 @@ def _read(source: Source, start: int, floor: int | None, ceiling: int | None) ->
         if floor is not None:
             start = max(start, _seek(path, floor))
         for offset, line in read_log(path, start):
-            stamp = _nanos(line.timestamp)
+            stamp = _line_nanos(line.timestamp)
             if stamp is None:
                 continue
             if ceiling is not None and stamp > ceiling:
@@ -523,6 +562,9 @@ def _decode(token: str, descending: bool) -> dict | None:
         raise FilterError(f"pageToken: not a page token of this listing ({token[:40]!r})") from None
 
 
+_PROBE = LogLine("1970-01-01T00:00:00.000000Z", "stdout", "")
+
+
 def list_entries(sources: Iterable[tuple[str, str, Path, str | None]], *, filter_text: str = "",
                  order_by: str = "timestamp asc", page_size: int = DEFAULT_PAGE_SIZE,
                  page_token: str = "") -> dict:
@@ -536,9 +578,10 @@ def list_entries(sources: Iterable[tuple[str, str, Path, str | None]], *, filter
     size = int(page_size or 0)
     size = DEFAULT_PAGE_SIZE if size <= 0 else min(size, MAX_PAGE_SIZE)
     tree = _Parser(filter_text or "").parse()
-    match = _compile(tree)
+    per_file, per_line = _split(tree)
+    file_match, match = _compile(per_file), _compile(per_line)
     state = _decode(page_token, descending)
-    files = _files(sources, tree)
+    files = [f for f in _files(sources, tree) if file_match(line_to_entry(f[0], f[1], f[3], 0, _PROBE, f[2]))]
     floor, ceiling = _time_bound(tree, lower=True), _time_bound(tree, lower=False)
 
     def entry(key: Key, source: Source, line: LogLine) -> Entry:
