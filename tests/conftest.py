@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 import yaml
@@ -20,6 +21,19 @@ def _workbench_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytes
     home = tmp_path_factory.mktemp("vtrain-home")
     monkeypatch.setenv("VTRAIN_HOME", str(home))
     return home
+
+
+@pytest.fixture(scope="module")
+def module_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One workbench home, and so one local service, for a whole test module (a module
+    uses it by overriding `_workbench_home`); the service is stopped afterwards."""
+    from jupyter_ext.service import daemon
+
+    path = tmp_path_factory.mktemp("module-home")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("VTRAIN_HOME", str(path))
+        yield path
+        daemon.stop()
 
 
 def pool(script: str, count: int = 1, *args: str, machine: str = "n1-standard-4") -> dict:

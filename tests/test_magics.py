@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from IPython.core.error import UsageError
 from IPython.testing.globalipapp import start_ipython
 from IPython.utils.capture import capture_output
 
-from jupyter_ext.service import daemon
 
 CELL = """\
 import json, os, sys
@@ -20,23 +18,13 @@ print("task", tf_config["task"]["type"], tf_config["task"]["index"], "args", sys
 """
 
 
-@pytest.fixture(scope="module")
-def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    path = tmp_path_factory.mktemp("magic-home")
-    old = os.environ.get("VTRAIN_HOME")
-    os.environ["VTRAIN_HOME"] = str(path)
-    yield path
-    daemon.stop()
-    os.environ.pop("VTRAIN_HOME") if old is None else os.environ.__setitem__("VTRAIN_HOME", old)
-
-
 @pytest.fixture(autouse=True)
-def _workbench_home(home: Path) -> Path:
-    return home
+def _workbench_home(module_home: Path) -> Path:
+    return module_home
 
 
 @pytest.fixture(scope="module")
-def ip(home: Path):  # type: ignore[no-untyped-def]
+def ip(module_home: Path):  # type: ignore[no-untyped-def]
     shell = start_ipython()
     shell.run_line_magic("load_ext", "jupyter_ext")
     return shell
@@ -72,8 +60,12 @@ def test_a_bad_flag_is_one_usage_error_without_traceback(ip) -> None:  # type: i
     ("--machine-type n1-standard-3", r"machineType: 'n1-standard-3' is not a Vertex AI training machine type"),
     ("--vertex --region us-central1", r"--project"),
 ])
-def test_user_mistakes_name_the_flag_or_field(ip, flags: str, message: str) -> None:  # type: ignore[no-untyped-def]
-    os.environ.pop("GOOGLE_CLOUD_PROJECT", None)
+def test_user_mistakes_name_the_flag_or_field(ip, flags: str, message: str,  # type: ignore[no-untyped-def]
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from google.cloud.aiplatform import initializer
+
+    monkeypatch.delenv("GOOGLE_CLOUD_PROJECT", raising=False)
+    monkeypatch.setattr(initializer.global_config, "_project", None)  # another test may have called init
     with pytest.raises(UsageError, match=message):
         ip.run_cell_magic("vertex_train", flags, CELL)
     with capture_output() as out:

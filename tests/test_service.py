@@ -12,7 +12,6 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from google.api_core import exceptions as api_exceptions
@@ -25,26 +24,13 @@ from jupyter_ext import launch
 from jupyter_ext.service import daemon
 
 
-@pytest.fixture(scope="module")
-def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    path = tmp_path_factory.mktemp("service-home")
-    old = os.environ.get("VTRAIN_HOME")
-    os.environ["VTRAIN_HOME"] = str(path)
-    yield path
-    daemon.stop()
-    if old is None:
-        os.environ.pop("VTRAIN_HOME", None)
-    else:
-        os.environ["VTRAIN_HOME"] = old
-
-
 @pytest.fixture(autouse=True)
-def _workbench_home(home: Path) -> Path:  # one service for the whole module
-    return home
+def _workbench_home(module_home: Path) -> Path:  # one service for the whole module
+    return module_home
 
 
 @pytest.fixture(scope="module")
-def service(home: Path) -> dict:
+def service(module_home: Path) -> dict:
     info = daemon.ensure_running()
     aiplatform.init(project="local", location="us-central1", api_endpoint=info["endpoint"], api_transport="rest",
                     credentials=Credentials(token=daemon.read_token()), staging_bucket="gs://local-bucket")
