@@ -455,11 +455,20 @@ def _follow_trials(handle: Any, poll: float = 1.0) -> str:
             value = tuning.metric_value(trial, metric)
             detail = f" {metric}={value:.6g}" if value is not None else ""
             if state == "INFEASIBLE":
-                detail = f": {trial.infeasible_reason.splitlines()[0] if trial.infeasible_reason else ''}"
+                detail = f": {_one_line(trial.infeasible_reason)}"
             print(f"trial {trial.id} {state}{detail}  [{params}]", flush=True)
         if resource.state.name in FINAL:
             return resource.state.name
         time.sleep(poll)
+
+
+def _one_line(reason: str) -> str:
+    """A runner error's first line, with its last output line instead of the `last lines:` block."""
+    lines = [line.strip() for line in reason.splitlines() if line.strip()]
+    if not lines:
+        return ""
+    first = lines[0].removesuffix("; last lines:")
+    return f"{first}: {lines[-1]}" if len(lines) > 1 else first
 
 
 def _print_trials(resource: Any) -> None:

@@ -360,13 +360,20 @@ class TrialHandle:
         return None
 
     def refresh(self) -> v1.CustomJob:
-        """The trial as a CustomJob view: state, times and error (the infeasible reason)."""
+        """The trial as a CustomJob view: its job (the trial job spec with the trial's arguments), state,
+        times and error (the infeasible reason)."""
+        from . import tuning
+
         resource = self.tuning.refresh()
         trial = self.trial(resource)
+        base = tuning.trial_base_job(resource)
+        params = tuning.parameters_of(trial) if trial is not None else {}
+        job = tuning.trial_job(base, params, self.trial_id)
+        view = v1.CustomJob(name=self.name, display_name=job.display_name, job_spec=job.spec, labels=job.labels)
         if trial is None:  # not started yet
-            cancelled = resource.state.name in FINAL
-            return v1.CustomJob(name=self.name, state="JOB_STATE_CANCELLED" if cancelled else "JOB_STATE_QUEUED")
-        view = v1.CustomJob(name=self.name, state=trial_job_state(trial, resource))
+            view.state = "JOB_STATE_CANCELLED" if resource.state.name in FINAL else "JOB_STATE_QUEUED"
+            return view
+        view.state = trial_job_state(trial, resource)
         if trial.start_time:
             view.start_time = trial.start_time
         if trial.end_time:

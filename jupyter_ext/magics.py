@@ -8,7 +8,8 @@ widgets. A user's mistake is a `UsageError` with one line, never a traceback.
 from __future__ import annotations
 
 import os
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
@@ -78,10 +79,8 @@ class VertexTrainMagics(Magics):
     def vertex_train(self, line: str, cell: str) -> None:
         """Package this cell as the trainer, build it, launch it as a CustomJob, and show it live."""
         args = parse_argstring(self.vertex_train, line)
-        try:
+        with _user_errors():
             self._train(args, cell)
-        except WorkbenchError as exc:
-            raise UsageError(str(exc).replace("\n", "; ")) from None
 
     def _train(self, args: Any, source: str) -> None:
         study = _study(args)
@@ -196,10 +195,8 @@ class VertexTrainMagics(Magics):
         state = (args.state or "").upper()
         if state and not state.startswith("JOB_STATE_"):
             state = "JOB_STATE_" + state
-        try:
+        with _user_errors():
             jobs = launch.list_jobs(self._line_target(args), f'state="{state}"' if state else "")
-        except WorkbenchError as exc:
-            raise UsageError(str(exc)) from None
         rows = [{"id": j.name.rsplit("/", 1)[1], "display_name": j.display_name,
                  "state": j.state.name.removeprefix("JOB_STATE_"),
                  "replicas": sum(p.replica_count for p in j.job_spec.worker_pool_specs),
@@ -218,13 +215,9 @@ class VertexTrainMagics(Magics):
         from widgets.monitor import JobMonitor
 
         args = parse_argstring(self.vertex_logs, line)
-        try:
+        with _user_errors():
             handle = launch.attach(args.job, self._line_target(args))
             handle.refresh()
-        except WorkbenchError as exc:
-            raise UsageError(str(exc)) from None
-        except Exception as exc:  # the API's own errors, e.g. 404 for a wrong ID
-            raise UsageError(f"{args.job}: {getattr(exc, 'message', exc)}") from None
         monitor = self.monitor = JobMonitor(handle)
         if args.replica:
             monitor.show_replica(args.replica)
@@ -237,13 +230,9 @@ class VertexTrainMagics(Magics):
     def vertex_cancel(self, line: str) -> None:
         """Cancel a running job."""
         args = parse_argstring(self.vertex_cancel, line)
-        try:
+        with _user_errors():
             handle = launch.attach(args.job, self._line_target(args))
             handle.cancel()
-        except WorkbenchError as exc:
-            raise UsageError(str(exc)) from None
-        except Exception as exc:
-            raise UsageError(f"{args.job}: {getattr(exc, 'message', exc)}") from None
         print(f"cancelling {handle.name}")
 
     def _line_target(self, args: Any) -> launch.Target:
@@ -264,6 +253,19 @@ def _study(args: Any) -> Any:
     if not args.metric:
         raise WorkbenchError("--metric: --tune needs the metric to optimize, e.g. --metric accuracy:maximize")
     return tuning.study_spec(_unquote(args.tune), _unquote(args.metric), args.algorithm)
+
+
+@contextmanager
+def _user_errors() -> Iterator[None]:
+    """A user's mistake, or what the API says of it (a bad job ID: 404), becomes one UsageError line."""
+    from google.api_core.exceptions import GoogleAPICallError
+
+    try:
+        yield
+    except WorkbenchError as exc:
+        raise UsageError(str(exc).replace("\n", "; ")) from None
+    except GoogleAPICallError as exc:
+        raise UsageError(exc.message) from None
 
 
 def _unquote(text: str) -> str:

@@ -36,6 +36,31 @@ def module_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         daemon.stop()
 
 
+@pytest.fixture(scope="module")
+def sdk_service(module_home: Path) -> Iterator[dict]:
+    """The module's local service, with the real Vertex AI SDK pointed at it (its global config is
+    reset afterwards, so later modules do not inherit this service as their default)."""
+    from google.cloud import aiplatform
+    from google.cloud.aiplatform import initializer
+    from google.oauth2.credentials import Credentials
+
+    from jupyter_ext.service import daemon
+
+    info = daemon.ensure_running()
+    aiplatform.init(project="local", location="us-central1", api_endpoint=info["endpoint"], api_transport="rest",
+                    credentials=Credentials(token=daemon.read_token()), staging_bucket="gs://local-bucket")
+    yield info
+    initializer.global_config.__init__()
+
+
+@pytest.fixture
+def fast_sdk_polling(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SDK waits 5 s between polls of a running job; tests need not."""
+    from google.cloud.aiplatform import jobs
+
+    monkeypatch.setattr(jobs, "_JOB_WAIT_TIME", 0.2)
+
+
 def pool(script: str, count: int = 1, *args: str, machine: str = "n1-standard-4") -> dict:
     """A pool whose replicas run tests/trainers/<script> on this host."""
     return {"machineSpec": {"machineType": machine}, "replicaCount": count,

@@ -25,16 +25,13 @@ from jupyter_ext.service import daemon
 
 
 @pytest.fixture(autouse=True)
-def _workbench_home(module_home: Path) -> Path:  # one service for the whole module
+def _workbench_home(module_home: Path, fast_sdk_polling: None) -> Path:  # one service for the whole module
     return module_home
 
 
 @pytest.fixture(scope="module")
-def service(module_home: Path) -> dict:
-    info = daemon.ensure_running()
-    aiplatform.init(project="local", location="us-central1", api_endpoint=info["endpoint"], api_transport="rest",
-                    credentials=Credentials(token=daemon.read_token()), staging_bucket="gs://local-bucket")
-    return info
+def service(sdk_service: dict) -> dict:
+    return sdk_service
 
 
 def _pool(script: str, count: int = 1, *args: str) -> dict:

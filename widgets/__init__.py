@@ -11,6 +11,7 @@ _EXPORTS = {
     "vertex_pools": "pools",
     "ClusterInspector": "inspector",
     "JobMonitor": "monitor",
+    "TuningMonitor": "tuning",
 }
 __all__ = sorted(_EXPORTS)
 

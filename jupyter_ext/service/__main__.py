@@ -18,6 +18,7 @@ from . import daemon
 from .app import make_app
 from .jobs import JobManager
 from .store import JobStore
+from .tuning_jobs import TuningManager, TuningStore, register
 
 HOST = "127.0.0.1"  # loopback only: local jobs run code as the user
 
@@ -28,6 +29,9 @@ async def serve(port: int) -> None:
     manager = JobManager(store, paths.jobs_dir())
     for job_id in manager.recover():
         print(f"job {job_id} was running when the service stopped: marked FAILED", flush=True)
+    tuning = register(manager, TuningManager(TuningStore(paths.data_dir() / "jobs.sqlite"), paths.jobs_dir()))
+    for job_id in tuning.recover():
+        print(f"tuning job {job_id} was running when the service stopped: marked FAILED", flush=True)
     sockets = tornado.netutil.bind_sockets(port, HOST)
     server = tornado.httpserver.HTTPServer(make_app(manager, token))
     server.add_sockets(sockets)
@@ -44,6 +48,8 @@ async def serve(port: int) -> None:
         daemon.clear_runtime()
         server.stop()
         await loop.run_in_executor(None, manager.shutdown)  # running jobs are cancelled, replicas stopped
+        await loop.run_in_executor(None, tuning.shutdown)  # and running tuning jobs with their trials
+        tuning.store.close()
         store.close()
         print("stopped", flush=True)
 

@@ -139,12 +139,15 @@ class NotFoundHandler(ApiHandler):
 
 
 def make_app(manager: JobManager, token: str) -> tornado.web.Application:
+    from . import tuning_app  # builds on ApiHandler, so imported here
+
     args = {"manager": manager, "token": token}
     return tornado.web.Application(
         [(JOBS, CustomJobsHandler, args),
          (JOBS + r"/(?P<job>[^/:]+)", CustomJobHandler, args),
          (JOBS + r"/(?P<job>[^/:]+):cancel", CancelHandler, args),
          (r"/v2/entries:list", EntriesHandler, args),
+         *tuning_app.routes(args),
          (r".*", NotFoundHandler, args)],
         default_handler_class=NotFoundHandler, default_handler_args=args)
 

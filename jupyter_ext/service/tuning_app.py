@@ -1,0 +1,78 @@
+"""HTTP routes of Vertex AI's v1 HyperparameterTuningJob resource on the local service.
+
+create, get, list, cancel and delete, in proto3 JSON as the official clients'
+REST transports send and parse it; auth, errors and encoding come from the
+CustomJob API's `ApiHandler`. `make_app` adds `routes(args)` before its catch-all.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+from google.cloud.aiplatform_v1 import types as v1
+from google.protobuf import json_format
+
+from .app import MAX_PAGE, ApiHandler, _list_filter, _page_after
+from .jobs import ServiceError
+from .tuning_jobs import KIND, StoredTuningJob, TuningManager, manager_for
+
+TUNING_JOBS = r"/v1/projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/hyperparameterTuningJobs"
+
+
+def routes(args: dict[str, Any]) -> list[tuple[str, type, dict[str, Any]]]:
+    return [(TUNING_JOBS, TuningJobsHandler, args),
+            (TUNING_JOBS + r"/(?P<job>[^/:]+)", TuningJobHandler, args),
+            (TUNING_JOBS + r"/(?P<job>[^/:]+):cancel", TuningCancelHandler, args)]
+
+
+class _TuningHandler(ApiHandler):
+    @property
+    def tuning(self) -> TuningManager:
+        return manager_for(self.manager)
+
+    def tuning_job(self, project: str, location: str, job: str) -> StoredTuningJob:
+        stored = self.tuning.get(job)
+        if stored.parent != self.parent(project, location):
+            raise ServiceError(404, "NOT_FOUND", f"{KIND} {job} does not exist in {self.parent(project, location)}")
+        return stored
+
+
+class TuningJobsHandler(_TuningHandler):
+    def post(self, project: str, location: str) -> None:
+        resource = self.parse_body(v1.HyperparameterTuningJob)
+        self.send(self.tuning.create(self.parent(project, location), resource))
+
+    def get(self, project: str, location: str) -> None:
+        states, name = _list_filter(self.get_query_argument("filter", ""))
+        size = int(self.get_query_argument("pageSize", "0") or 0)
+        size = min(size, MAX_PAGE) if size > 0 else 100
+        after = _page_after(self.get_query_argument("pageToken", ""))
+        rows = self.tuning.list(self.parent(project, location), states=states, display_name=name, after=after,
+                                limit=size + 1)
+        ints = "enum-encoding=int" in self.get_query_argument("$alt", "")
+        jobs = [json_format.MessageToDict(r.resource._pb, use_integers_for_enums=ints) for r in rows[:size]]
+        body: dict[str, Any] = {"hyperparameterTuningJobs": jobs}
+        if len(rows) > size:
+            last = rows[size - 1]
+            token = json.dumps([last.resource.create_time.strftime("%Y-%m-%dT%H:%M:%S.%fZ"), last.id])
+            body["nextPageToken"] = base64.urlsafe_b64encode(token.encode()).decode()
+        self.send(body)
+
+
+class TuningJobHandler(_TuningHandler):
+    def get(self, project: str, location: str, job: str) -> None:
+        self.send(self.tuning_job(project, location, job).resource)
+
+    def delete(self, project: str, location: str, job: str) -> None:
+        stored = self.tuning_job(project, location, job)
+        self.tuning.delete(stored.id)
+        self.send({"name": f"{stored.parent}/operations/delete-{stored.id}", "done": True,
+                   "response": {"@type": "type.googleapis.com/google.protobuf.Empty"}})
+
+
+class TuningCancelHandler(_TuningHandler):
+    def post(self, project: str, location: str, job: str) -> None:
+        self.tuning.cancel(self.tuning_job(project, location, job).id)
+        self.send({})

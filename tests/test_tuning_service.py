@@ -1,0 +1,298 @@
+"""Hyperparameter tuning jobs on the local service, through the real google-cloud-aiplatform SDK (REST),
+the Cloud Logging client, `vtrain tune` and `%%vertex_train --tune`."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.api_core import exceptions as api_exceptions
+from google.cloud import aiplatform
+from google.cloud.aiplatform import hyperparameter_tuning as hpt
+
+from conftest import TRAINERS, processes_of_job, vtrain, write_spec
+from jupyter_ext import launch, tuning
+from jupyter_ext.service import daemon
+
+sys.path.insert(0, str(TRAINERS))
+from hpt_trainer import expected_accuracy  # noqa: E402
+
+TRAINER = str(TRAINERS / "hpt_trainer.py")
+
+
+@pytest.fixture(autouse=True)
+def _workbench_home(module_home: Path, fast_sdk_polling: None) -> Path:  # one service for the whole module
+    return module_home
+
+
+@pytest.fixture(scope="module")
+def service(sdk_service: dict) -> dict:
+    return sdk_service
+
+
+def _pool(count: int = 1, *args: str) -> dict:
+    return {"machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": count,
+            "container_spec": {"image_uri": "local/test-trainer", "command": [sys.executable, TRAINER],
+                               "args": list(args)}}
+
+
+def _sdk_job(name: str, pools: list[dict], parameter_spec: dict, **kwargs: Any) -> aiplatform.HyperparameterTuningJob:
+    custom = aiplatform.CustomJob(display_name=name, worker_pool_specs=pools)
+    return aiplatform.HyperparameterTuningJob(display_name=name, custom_job=custom,
+                                              metric_spec={"accuracy": "maximize"}, parameter_spec=parameter_spec,
+                                              **kwargs)
+
+
+def _params(trial: Any) -> dict[str, Any]:
+    return tuning.parameters_of(trial)
+
+
+def _wait_state(handle: launch.TuningHandle, state: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while handle.state != state:
+        assert time.monotonic() < deadline, f"still {handle.resource.state.name}, expected {state}"
+        time.sleep(0.2)
+
+
+def test_sdk_tuning_job_runs_four_trials_two_at_a_time(service: dict) -> None:
+    job = _sdk_job("sdk-hpt", [_pool(1), _pool(1)], {
+        "learning_rate": hpt.DoubleParameterSpec(min=1e-4, max=1e-1, scale="log"),
+        "units": hpt.IntegerParameterSpec(min=16, max=128, scale="linear"),
+        "optimizer": hpt.CategoricalParameterSpec(values=["adam", "sgd"])},
+        max_trial_count=4, parallel_trial_count=2)
+    job.run()
+    assert job.state.name == "JOB_STATE_SUCCEEDED"
+    trials = job.trials
+    assert [t.id for t in trials] == ["1", "2", "3", "4"]
+    scores = {}
+    for trial in trials:
+        params = _params(trial)
+        assert trial.state.name == "SUCCEEDED"
+        assert 1e-4 <= params["learning_rate"] <= 1e-1 and 16 <= params["units"] <= 128
+        assert params["optimizer"] in ("adam", "sgd")
+        expected = expected_accuracy(params["learning_rate"], params["units"], params["optimizer"])
+        # the primary's report (workers report 0.0), best of steps 1..3 as the SDK asks (measurement_selection "best")
+        assert trial.final_measurement.metrics[0].metric_id == "accuracy"
+        assert trial.final_measurement.metrics[0].value == pytest.approx(expected)
+        assert [m.step_count for m in trial.measurements] == [1, 2, 3]
+        scores[trial.id] = expected
+    best = max(scores, key=lambda k: scores[k])
+    assert tuning.best_trial(job.gca_resource).id == best
+    # never more than two trials at once
+    spans = [(t.start_time, t.end_time) for t in trials]
+    for start, _ in spans:
+        assert sum(1 for s, e in spans if s <= start < e) <= 2
+    again = aiplatform.HyperparameterTuningJob.get(job.resource_name)
+    assert again.state.name == "JOB_STATE_SUCCEEDED" and len(again.trials) == 4
+    assert again.gca_resource.labels["vtrain-search"] == "random"  # Bayesian default runs as random search
+    assert job.resource_name in [j.resource_name for j in aiplatform.HyperparameterTuningJob.list()]
+    # the same seed (the job's ID) gives the same trials
+    study = again.gca_resource.study_spec
+    job_id = job.resource_name.rsplit("/", 1)[1]
+    assert [_params(t) for t in trials] == [
+        {k: pytest.approx(v) for k, v in s.items()} for s in tuning.suggestions(study, 4, seed=job_id)]
+
+    # the notebook's view: table, best trial, a trial's logs through the job monitor
+    from widgets.tuning import TuningMonitor
+
+    monitor = TuningMonitor(launch.attach_tuning(job_id))
+    assert monitor.wait(30) == "JOB_STATE_SUCCEEDED" and monitor.best_trial == best
+    assert monitor.to_html().count('data-best="true"') == 1
+    trial_view = monitor.show_trial(best)
+    assert trial_view.wait(30) == "JOB_STATE_SUCCEEDED"
+    assert {line.task_name for line in trial_view.buffer.lines()} == {"workerpool0-0", "workerpool1-0"}
+    assert all(json.loads(line.text)["trial"] == best for line in trial_view.buffer.lines())
+    job.delete()
+    with pytest.raises(api_exceptions.NotFound):
+        aiplatform.HyperparameterTuningJob.get(job.resource_name)
+
+
+def test_every_replica_of_trial_3_sees_its_trial_and_writes_under_base_3(service: dict, tmp_path: Path) -> None:
+    base = tmp_path / "out"
+    spec = {"workerPoolSpecs": [{"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 1,
+                                 "containerSpec": {"imageUri": "x", "command": [sys.executable, TRAINER]}},
+                                {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 2,
+                                 "containerSpec": {"imageUri": "x", "command": [sys.executable, TRAINER]}}],
+            "baseOutputDirectory": {"outputUriPrefix": str(base)}}
+    study = tuning.study_spec("units=int:16:18", "accuracy:maximize", "grid")
+    handle = launch.submit_tuning(spec, study, max_trials=3, parallel=3, display_name="trial-env")
+    assert handle.wait(60) == "JOB_STATE_SUCCEEDED", handle.error
+    seen = {}
+    for record in handle.trial(3).logs():  # the Logging API, filtered by the trial label
+        seen[record.task_name] = json.loads(record.text)
+    assert set(seen) == {"workerpool0-0", "workerpool1-0", "workerpool1-1"}
+    for task, out in seen.items():
+        assert out["trial"] == "3"  # CLOUD_ML_TRIAL_ID
+        assert out["tf_config"]["task"]["trial"] == "3"
+        assert out["cluster_spec"]["task"]["trial"] == "3"
+        assert out["argv"][-1] == "--units=18"
+        assert out["model_dir"] == f"{base}/3/model/"
+        assert out["metric_file"].endswith(f"/trials/3/metrics/{task}.metrics")
+        assert (base / "3" / "model" / f"{task}.txt").read_text() == f"trial 3 {task}\n"
+    assert {out["tf_config"]["task"]["type"] for out in seen.values()} == {"chief", "worker"}
+    assert sorted(p.name for p in base.iterdir()) == ["1", "2", "3"]
+    # all trials' logs together: task names carry the trial
+    names = {r.task_name for r in handle.logs()}
+    assert {"1/workerpool0-0", "3/workerpool1-1"} <= names
+
+
+def test_failed_trials_past_max_failed_trial_count_fail_the_job(service: dict) -> None:
+    job = _sdk_job("failing", [_pool(1, "--fail-on", "2,3,4")],
+                   {"units": hpt.IntegerParameterSpec(min=1, max=6, scale="linear")},
+                   max_trial_count=6, parallel_trial_count=1, max_failed_trial_count=2, search_algorithm="grid")
+    with pytest.raises(RuntimeError, match="3 trials failed, more than maxFailedTrialCount 2"):
+        job.run()
+    resource = job.gca_resource
+    assert resource.state.name == "JOB_STATE_FAILED"
+    message = resource.error.message
+    assert message.startswith("3 trials failed, more than maxFailedTrialCount 2; last failure: trial 4: "
+                              "replica workerpool0-0 (primary) exited with code 1")
+    assert "trial 4 breaks on purpose" in message
+    assert [(t.id, t.state.name) for t in resource.trials] == [
+        ("1", "SUCCEEDED"), ("2", "INFEASIBLE"), ("3", "INFEASIBLE"), ("4", "INFEASIBLE")]  # 5 and 6 never ran
+    assert "exited with code 1" in resource.trials[1].infeasible_reason
+
+
+def test_with_no_limit_the_job_fails_only_when_no_trial_succeeded(service: dict) -> None:
+    study = tuning.study_spec("units=int:1:2", "accuracy:maximize", "grid")
+    ok = launch.submit_tuning([_pool(1, "--fail-on", "1")], study, max_trials=2, parallel=2, display_name="some-fail")
+    assert ok.wait(60) == "JOB_STATE_SUCCEEDED"
+    assert [t.state.name for t in ok.trials] == ["INFEASIBLE", "SUCCEEDED"]
+    bad = launch.submit_tuning([_pool(1, "--fail-on", "1", "--no-metric")], study, max_trials=2, parallel=2,
+                               display_name="all-fail")
+    assert bad.wait(60) == "JOB_STATE_FAILED"
+    assert bad.error.startswith("all 2 trials failed; last failure: trial ")
+    reasons = {t.id: t.infeasible_reason for t in bad.trials}
+    assert "reported no value for metric 'accuracy'" in reasons["2"] and "cloudml-hypertune" in reasons["2"]
+
+
+def test_a_bad_study_or_trial_job_is_a_400_naming_the_field(service: dict) -> None:
+    job = _sdk_job("bad", [_pool(1)], {"lr": hpt.DoubleParameterSpec(min=1e-4, max=1e-1, scale="log"),
+                                       "x": hpt.DoubleParameterSpec(min=1, max=0, scale="linear")},
+                   max_trial_count=2, parallel_trial_count=1)
+    with pytest.raises(api_exceptions.BadRequest,
+                       match=r"studySpec\.parameters\[1\]\.doubleValueSpec\.minValue: must be below maxValue"):
+        job.run()
+    job = _sdk_job("bad", [_pool(2)], {"x": hpt.IntegerParameterSpec(min=1, max=2, scale="linear")},
+                   max_trial_count=2, parallel_trial_count=1)
+    with pytest.raises(api_exceptions.BadRequest, match=r"trialJobSpec\.workerPoolSpecs\[0\]\.replicaCount"):
+        job.run()
+
+
+def test_cancel_stops_every_running_trial(service: dict) -> None:
+    study = tuning.study_spec("units=int:1:4", "accuracy:maximize", "grid")
+    handle = launch.submit_tuning([_pool(1, "--sleep", "60"), _pool(1, "--sleep", "60")], study, max_trials=4,
+                                  parallel=2, display_name="to-cancel")
+    _wait_state(handle, "JOB_STATE_RUNNING")
+    deadline = time.monotonic() + 30
+    while len(processes_of_job(handle.id)) < 4:  # two trials of two replicas
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    handle.cancel()
+    _wait_state(handle, "JOB_STATE_CANCELLED")
+    resource = handle.refresh()
+    assert resource.error.code == 1  # google.rpc.Code.CANCELLED, as Vertex reports it
+    assert [t.state.name for t in resource.trials] == ["INFEASIBLE", "INFEASIBLE"]
+    assert all(t.infeasible_reason.startswith("cancelled") for t in resource.trials)
+    assert processes_of_job(handle.id) == []
+
+
+@pytest.mark.skipif(importlib.util.find_spec("hypertune") is None, reason="cloudml-hypertune is not installed")
+def test_vtrain_tune_with_an_unmodified_hypertune_trainer(service: dict, tmp_path: Path) -> None:
+    spec = write_spec(tmp_path / "job.yaml", [{"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 1,
+                                               "containerSpec": {"imageUri": "x", "command": [
+                                                   sys.executable, TRAINER, "--use-hypertune"]}}])
+    done = vtrain("tune", str(spec), "--params", "optimizer=categorical:adam,sgd, units=discrete:16,64",
+                  "--metric", "accuracy:maximize", "--trials", "4", "--parallel", "2", "--algorithm", "grid",
+                  timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    expected = expected_accuracy(0.01, 64, "adam")  # the trainer's default learning rate
+    assert f"best trial 2: accuracy={expected:.6g} (optimizer=adam, units=64)" in out
+    assert "TRIAL  STATE" in out and out.rstrip().endswith("SUCCEEDED")
+    bayes = vtrain("tune", str(spec), "--params", "units=int:1:2", "--metric", "accuracy:maximize", "--trials", "1",
+                   "--no-wait")
+    assert bayes.returncode == 0 and tuning.BAYESIAN_NOTICE in bayes.stdout
+    wrong = vtrain("tune", str(spec), "--params", "units=int:5:1", "--metric", "accuracy:maximize")
+    assert wrong.returncode == 2
+    assert wrong.stderr.strip() == ("vtrain: error: studySpec.parameters[0].integerValueSpec.minValue: "
+                                    "must be below maxValue")
+
+
+CELL = """\
+import argparse, json, os, time
+p = argparse.ArgumentParser()
+p.add_argument("--units", type=int)
+args, _ = p.parse_known_args()
+print("trial", os.environ["CLOUD_ML_TRIAL_ID"], "units", args.units)
+with open(os.environ["CLOUD_ML_HP_METRIC_FILE"], "w") as f:
+    f.write(json.dumps({"accuracy": str(args.units / 100), "checkpoint_path": "", "global_step": "1",
+                        "timestamp": time.time(), "trial": os.environ["CLOUD_ML_TRIAL_ID"]}, sort_keys=True) + "\\n")
+"""
+
+
+MAGIC = """\
+import json, sys
+from IPython.testing.globalipapp import start_ipython
+from IPython.utils.capture import capture_output
+from jupyter_ext import launch, tuning
+ip = start_ipython()
+ip.run_line_magic("load_ext", "jupyter_ext")
+with capture_output() as out:
+    ip.run_cell_magic("vertex_train", sys.argv[1], sys.argv[2])
+monitor = ip.magics_manager.registry["VertexTrainMagics"].monitor
+handle = ip.user_ns["hpt_handle"]
+print(json.dumps({"state": monitor.state, "error": monitor.error, "best": monitor.best_trial,
+                  "handle": type(handle).__name__, "handle_best": handle.best_trial().id,
+                  "params": [tuning.parameters_of(t) for t in handle.trials], "output": out.stdout + out.stderr}))
+"""
+
+
+def test_the_magic_runs_a_tuning_job_and_shows_the_monitor(service: dict) -> None:
+    # a shell of its own (IPython's test shell is one per process, and test_magics starts it)
+    flags = ('--tune "units=int:1:3" --metric accuracy:maximize --trials 3 --parallel 3 --algorithm grid '
+             "--workers 1 --name tuned hpt_handle")
+    done = subprocess.run([sys.executable, "-c", MAGIC, flags, CELL], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["state"] == "JOB_STATE_SUCCEEDED", result["error"]
+    assert result["best"] == "3" and result["handle"] == "TuningHandle" and result["handle_best"] == "3"
+    assert result["params"] == [{"units": 1}, {"units": 2}, {"units": 3}]
+    assert "Traceback" not in result["output"]
+
+
+def test_a_crashed_service_fails_its_tuning_job_and_a_stopped_one_cancels_it(service: dict) -> None:
+    study = tuning.study_spec("units=int:1:4", "accuracy:maximize", "grid")
+    pools = [_pool(1, "--sleep", "60")]
+    crashed = launch.submit_tuning(pools, study, max_trials=4, parallel=2, display_name="orphan")
+    _wait_state(crashed, "JOB_STATE_RUNNING")
+    deadline = time.monotonic() + 30
+    while len(processes_of_job(crashed.id)) < 2:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    os.kill(service["pid"], signal.SIGKILL)
+    while (info := daemon.status()) and info["pid"] == service["pid"]:  # SIGKILL takes a moment
+        time.sleep(0.05)
+    service.update(daemon.ensure_running())
+    resource = crashed.refresh()
+    assert resource.state.name == "JOB_STATE_FAILED"
+    assert resource.error.message == "the local service stopped while the job was running"
+    assert {t.state.name for t in resource.trials} == {"INFEASIBLE"}
+    assert processes_of_job(crashed.id) == []
+
+    stopped = launch.submit_tuning(pools, study, max_trials=4, parallel=2, display_name="at-stop")
+    _wait_state(stopped, "JOB_STATE_RUNNING")
+    assert vtrain("service", "stop").stdout.strip() == "stopped"
+    assert processes_of_job(stopped.id) == []
+    service.update(daemon.ensure_running())
+    resource = stopped.refresh()
+    assert resource.state.name == "JOB_STATE_CANCELLED"
+    assert "the local service was stopped" in resource.error.message
