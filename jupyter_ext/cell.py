@@ -16,7 +16,7 @@ import json
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from google.cloud.aiplatform_v1 import types as v1
 
@@ -100,24 +100,27 @@ def for_processes(job: JobSpec, folder: Path, base_image: str, args: list[str]) 
     """Every training pool runs the trainer package from `folder` as a Python package job
     (on Vertex AI that would run on `base_image`, the prebuilt image the Dockerfile starts from)."""
     result = _copy(job)
-    for pos, pool in result.pools:
-        if pos == 2 and catalog.is_reduction_server_image(pool_image(pool)):
-            continue
-        env = list(pool.container_spec.env) if "container_spec" in pool else list(pool.python_package_spec.env)
-        pool.python_package_spec = v1.PythonPackageSpec(
-            executor_image_uri=base_image, package_uris=[str(folder)], python_module=packaging.MODULE, args=args, env=env)
+    for pool, env in _training_pools(result):
+        pool.python_package_spec = v1.PythonPackageSpec(executor_image_uri=base_image, package_uris=[str(folder)],
+                                                        python_module=packaging.MODULE, args=args, env=env)
     return result
 
 
 def for_image(job: JobSpec, image: str, args: list[str]) -> JobSpec:
     """Every training pool runs `image` (the image's ENTRYPOINT runs the trainer)."""
     result = _copy(job)
-    for pos, pool in result.pools:
-        if pos == 2 and catalog.is_reduction_server_image(pool_image(pool)):
-            continue
-        env = list(pool.container_spec.env) if "container_spec" in pool else list(pool.python_package_spec.env)
+    for pool, env in _training_pools(result):
         pool.container_spec = v1.ContainerSpec(image_uri=image, args=args, env=env)
     return result
+
+
+def _training_pools(job: JobSpec) -> Iterator[tuple[v1.WorkerPoolSpec, list[v1.EnvVar]]]:
+    """The pools that run the trainer (not a Reduction Server), with their environment variables."""
+    for pos, pool in job.pools:
+        if pos == 2 and catalog.is_reduction_server_image(pool_image(pool)):
+            continue
+        spec = pool.container_spec if "container_spec" in pool else pool.python_package_spec
+        yield pool, list(spec.env)
 
 
 def with_job_dir(job: JobSpec, job_dir: str) -> JobSpec:

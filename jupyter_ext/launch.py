@@ -13,7 +13,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Iterator
+from typing import Any, ClassVar, Iterator
 
 from google.cloud.aiplatform_v1 import types as v1
 
@@ -71,12 +71,13 @@ class LogRecord:
 
 
 @dataclass
-class JobHandle:
-    """A submitted CustomJob, local or on Vertex AI."""
+class _Handle:
+    """What a handle on any submitted job resource has: its name, state, error, waiting."""
 
-    name: str  # projects/P/locations/L/customJobs/ID
+    name: str  # projects/P/locations/L/<collection>/ID
     target: Target
-    _resource: v1.CustomJob | None = field(default=None, repr=False)
+    _resource: Any = field(default=None, repr=False)
+    CONSOLE: ClassVar[str] = ""
 
     @property
     def id(self) -> str:
@@ -91,15 +92,18 @@ class JobHandle:
 
     @property
     def console_url(self) -> str:
-        return "" if self.target.local else CONSOLE.format(region=self.target.region, job=self.id,
-                                                          project=self.target.project)
+        return "" if self.target.local else self.CONSOLE.format(region=self.target.region, job=self.id,
+                                                               project=self.target.project)
 
-    def refresh(self) -> v1.CustomJob:
-        self._resource = _job_client(self.target).get_custom_job(name=self.name)
+    def refresh(self) -> Any:
+        self._resource = self._get()
         return self._resource
 
+    def _get(self) -> Any:
+        raise NotImplementedError
+
     @property
-    def resource(self) -> v1.CustomJob:
+    def resource(self) -> Any:
         return self._resource or self.refresh()
 
     @property
@@ -120,6 +124,16 @@ class JobHandle:
             time.sleep(delay)
             delay = min(delay * 1.5, 5.0)
         return state
+
+
+@dataclass
+class JobHandle(_Handle):
+    """A submitted CustomJob, local or on Vertex AI."""
+
+    CONSOLE: ClassVar[str] = CONSOLE
+
+    def _get(self) -> v1.CustomJob:
+        return _job_client(self.target).get_custom_job(name=self.name)
 
     def cancel(self) -> None:
         _job_client(self.target).cancel_custom_job(name=self.name)
@@ -257,44 +271,13 @@ TRIAL_FINAL = ("SUCCEEDED", "INFEASIBLE")
 
 
 @dataclass
-class TuningHandle:
+class TuningHandle(_Handle):
     """A submitted HyperparameterTuningJob, local or on Vertex AI."""
 
-    name: str  # projects/P/locations/L/hyperparameterTuningJobs/ID
-    target: Target
-    _resource: v1.HyperparameterTuningJob | None = field(default=None, repr=False)
+    CONSOLE: ClassVar[str] = TUNING_CONSOLE
 
-    @property
-    def id(self) -> str:
-        return self.name.rsplit("/", 1)[1]
-
-    @property
-    def local_dir(self) -> Any:
-        """A local job's folder (logs, outputs), or None for a Vertex AI job."""
-        from .paths import jobs_dir
-
-        return jobs_dir() / self.id if self.target.local else None
-
-    @property
-    def console_url(self) -> str:
-        return "" if self.target.local else TUNING_CONSOLE.format(region=self.target.region, job=self.id,
-                                                                 project=self.target.project)
-
-    def refresh(self) -> v1.HyperparameterTuningJob:
-        self._resource = _job_client(self.target).get_hyperparameter_tuning_job(name=self.name)
-        return self._resource
-
-    @property
-    def resource(self) -> v1.HyperparameterTuningJob:
-        return self._resource or self.refresh()
-
-    @property
-    def state(self) -> str:
-        return self.refresh().state.name
-
-    @property
-    def error(self) -> str:
-        return self.resource.error.message
+    def _get(self) -> v1.HyperparameterTuningJob:
+        return _job_client(self.target).get_hyperparameter_tuning_job(name=self.name)
 
     @property
     def trials(self) -> list[v1.Trial]:
@@ -304,17 +287,6 @@ class TuningHandle:
         from . import tuning
 
         return tuning.best_trial(self.resource)
-
-    def wait(self, timeout: float | None = None, poll: float = 0.5) -> str:
-        """Block until the tuning job ends; its final state."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        delay = poll
-        while (state := self.state) not in FINAL:
-            if deadline is not None and time.monotonic() >= deadline:
-                break
-            time.sleep(delay)
-            delay = min(delay * 1.5, 5.0)
-        return state
 
     def cancel(self) -> None:
         _job_client(self.target).cancel_hyperparameter_tuning_job(name=self.name)

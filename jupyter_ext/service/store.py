@@ -12,15 +12,14 @@ import sqlite3
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from google.cloud.aiplatform_v1 import types as v1
 from google.protobuf import json_format
 
 SCHEMA = """
-CREATE TABLE IF NOT EXISTS jobs (
+CREATE TABLE IF NOT EXISTS {table} (
     id TEXT PRIMARY KEY,
-    kind TEXT NOT NULL DEFAULT 'customJobs',
     parent TEXT NOT NULL,
     display_name TEXT NOT NULL,
     state INTEGER NOT NULL,
@@ -30,7 +29,7 @@ CREATE TABLE IF NOT EXISTS jobs (
     backend TEXT NOT NULL,
     resource TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS jobs_parent ON jobs (parent, kind, create_time);
+CREATE INDEX IF NOT EXISTS {table}_parent ON {table} (parent, create_time);
 """
 
 
@@ -40,7 +39,7 @@ class StoredJob:
     parent: str
     job_dir: Path
     backend: str
-    resource: v1.CustomJob
+    resource: Any  # a v1.CustomJob or v1.HyperparameterTuningJob
 
     @property
     def name(self) -> str:
@@ -52,18 +51,21 @@ class StoredJob:
 
 
 class JobStore:
-    def __init__(self, path: Path) -> None:
+    """One table of job resources; CustomJobs by default (`jobs`), tuning jobs in their own table."""
+
+    def __init__(self, path: Path, table: str = "jobs", resource_type: Any = v1.CustomJob) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.executescript(SCHEMA)
+        self._db.executescript(SCHEMA.format(table=table))
         self._lock = threading.Lock()
+        self.table, self.resource_type = table, resource_type
 
     def add(self, job: StoredJob) -> None:
         r = job.resource
         with self._lock:
             self._db.execute(
-                "INSERT INTO jobs (id, parent, display_name, state, create_time, update_time, job_dir, backend, "
+                f"INSERT INTO {self.table} (id, parent, display_name, state, create_time, update_time, job_dir, backend, "
                 "resource) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (job.id, job.parent, r.display_name, int(r.state), _stamp(r, "create_time"), _stamp(r, "update_time"),
                  str(job.job_dir), job.backend, _to_json(r)))
@@ -71,18 +73,18 @@ class JobStore:
     def save(self, job: StoredJob) -> None:
         r = job.resource
         with self._lock:
-            self._db.execute("UPDATE jobs SET state = ?, update_time = ?, resource = ? WHERE id = ?",
+            self._db.execute(f"UPDATE {self.table} SET state = ?, update_time = ?, resource = ? WHERE id = ?",
                              (int(r.state), _stamp(r, "update_time"), _to_json(r), job.id))
 
     def get(self, job_id: str) -> StoredJob | None:
         with self._lock:
-            row = self._db.execute(f"SELECT {_COLUMNS} FROM jobs WHERE id = ?", (job_id,)).fetchone()
-        return _row(row) if row else None
+            row = self._db.execute(f"SELECT {_COLUMNS} FROM {self.table} WHERE id = ?", (job_id,)).fetchone()
+        return self._row(row) if row else None
 
     def list(self, parent: str, *, states: list[int] | None = None, display_name: str | None = None,
              after: tuple[str, str] | None = None, limit: int = 1000) -> list[StoredJob]:
         """Newest first; `after` is the (create_time, id) of the last job of the previous page."""
-        sql, args = f"SELECT {_COLUMNS} FROM jobs WHERE parent = ?", [parent]
+        sql, args = f"SELECT {_COLUMNS} FROM {self.table} WHERE parent = ?", [parent]
         if states:
             sql += f" AND state IN ({', '.join('?' * len(states))})"
             args += states
@@ -96,37 +98,37 @@ class JobStore:
         args.append(limit)
         with self._lock:
             rows = self._db.execute(sql, args).fetchall()
-        return [_row(r) for r in rows]
+        return [self._row(r) for r in rows]
 
-    def unfinished(self) -> Iterator[StoredJob]:
+    def unfinished(self) -> list[StoredJob]:
         final = [int(s) for s in FINAL_STATES]
         with self._lock:
-            rows = self._db.execute(f"SELECT {_COLUMNS} FROM jobs WHERE state NOT IN ({', '.join('?' * len(final))})",
-                                    final).fetchall()
-        return (_row(r) for r in rows)
+            rows = self._db.execute(f"SELECT {_COLUMNS} FROM {self.table} WHERE state NOT IN "
+                                    f"({', '.join('?' * len(final))})", final).fetchall()
+        return [self._row(r) for r in rows]
 
     def delete(self, job_id: str) -> None:
         with self._lock:
-            self._db.execute("DELETE FROM jobs WHERE id = ?", (job_id,))
+            self._db.execute(f"DELETE FROM {self.table} WHERE id = ?", (job_id,))
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+    def _row(self, row: tuple[Any, ...]) -> StoredJob:
+        job_id, parent, job_dir, backend, resource = row
+        return StoredJob(job_id, parent, Path(job_dir), backend,
+                         self.resource_type.from_json(resource, ignore_unknown_fields=True))
 
 
 FINAL_STATES = (v1.JobState.JOB_STATE_SUCCEEDED, v1.JobState.JOB_STATE_FAILED, v1.JobState.JOB_STATE_CANCELLED)
 _COLUMNS = "id, parent, job_dir, backend, resource"
 
 
-def _row(row: tuple[Any, ...]) -> StoredJob:
-    job_id, parent, job_dir, backend, resource = row
-    return StoredJob(job_id, parent, Path(job_dir), backend, v1.CustomJob.from_json(resource))
-
-
-def _to_json(resource: v1.CustomJob) -> str:
+def _to_json(resource: Any) -> str:
     return json.dumps(json_format.MessageToDict(resource._pb))
 
 
-def _stamp(resource: v1.CustomJob, field: str) -> str:
+def _stamp(resource: Any, field: str) -> str:
     value = getattr(resource, field)
     return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ") if value else ""  # sorts as text

@@ -28,9 +28,7 @@ with `error` as a google.rpc.Status.
 
 from __future__ import annotations
 
-import json
 import queue
-import sqlite3
 import threading
 import time
 import weakref
@@ -40,136 +38,30 @@ from pathlib import Path
 from typing import Any, Callable
 
 from google.cloud.aiplatform_v1 import types as v1
-from google.protobuf import json_format
 
 from .. import paths, tuning
 from ..errors import WorkbenchError
 from ..runner import JobResult, Supervisor, get_backend
 from ..spec import JobSpec
 from .jobs import BACKEND_LABEL, CANCELLED, INVALID_ARGUMENT, UNAVAILABLE, JobManager, ServiceError
-from .store import FINAL_STATES
+from .store import FINAL_STATES, JobStore, StoredJob
 
 KIND = "HyperparameterTuningJob"
 SEARCH_LABEL = "vtrain-search"  # the search that ran locally: random or grid
 METRICS_EVERY = 1.0  # seconds between reads of running trials' metrics files
 TrialState = v1.Trial.State
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS hyperparameter_tuning_jobs (
-    id TEXT PRIMARY KEY,
-    parent TEXT NOT NULL,
-    display_name TEXT NOT NULL,
-    state INTEGER NOT NULL,
-    create_time TEXT NOT NULL,
-    update_time TEXT NOT NULL,
-    job_dir TEXT NOT NULL,
-    backend TEXT NOT NULL,
-    resource TEXT NOT NULL
-);
-CREATE INDEX IF NOT EXISTS hpt_parent ON hyperparameter_tuning_jobs (parent, create_time);
-"""
-_COLUMNS = "id, parent, job_dir, backend, resource"
+TABLE = "hyperparameter_tuning_jobs"
+StoredTuningJob = StoredJob  # its resource is a v1.HyperparameterTuningJob
 
 
-@dataclass
-class StoredTuningJob:
-    id: str
-    parent: str
-    job_dir: Path
-    backend: str
-    resource: v1.HyperparameterTuningJob
-
-    @property
-    def name(self) -> str:
-        return self.resource.name
-
-    @property
-    def state(self) -> v1.JobState:
-        return self.resource.state
-
-
-class TuningStore:
-    """SQLite rows of HyperparameterTuningJobs (proto3 JSON), next to the CustomJobs' table."""
-
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.executescript(SCHEMA)
-        self._lock = threading.Lock()
-
-    def add(self, job: StoredTuningJob) -> None:
-        r = job.resource
-        with self._lock:
-            self._db.execute(
-                "INSERT INTO hyperparameter_tuning_jobs (id, parent, display_name, state, create_time, update_time, "
-                "job_dir, backend, resource) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (job.id, job.parent, r.display_name, int(r.state), _stamp(r.create_time), _stamp(r.update_time),
-                 str(job.job_dir), job.backend, _to_json(r)))
-
-    def save(self, job: StoredTuningJob) -> None:
-        r = job.resource
-        with self._lock:
-            self._db.execute("UPDATE hyperparameter_tuning_jobs SET state = ?, update_time = ?, resource = ? "
-                             "WHERE id = ?", (int(r.state), _stamp(r.update_time), _to_json(r), job.id))
-
-    def get(self, job_id: str) -> StoredTuningJob | None:
-        with self._lock:
-            row = self._db.execute(f"SELECT {_COLUMNS} FROM hyperparameter_tuning_jobs WHERE id = ?",
-                                   (job_id,)).fetchone()
-        return _row(row) if row else None
-
-    def list(self, parent: str, *, states: list[int] | None = None, display_name: str | None = None,
-             after: tuple[str, str] | None = None, limit: int = 1000) -> list[StoredTuningJob]:
-        """Newest first; `after` is the (create_time, id) of the last job of the previous page."""
-        sql, args = f"SELECT {_COLUMNS} FROM hyperparameter_tuning_jobs WHERE parent = ?", [parent]
-        if states:
-            sql += f" AND state IN ({', '.join('?' * len(states))})"
-            args += states
-        if display_name is not None:
-            sql += " AND display_name = ?"
-            args.append(display_name)
-        if after:
-            sql += " AND (create_time < ? OR (create_time = ? AND id < ?))"
-            args += [after[0], after[0], after[1]]
-        sql += " ORDER BY create_time DESC, id DESC LIMIT ?"
-        args.append(limit)
-        with self._lock:
-            rows = self._db.execute(sql, args).fetchall()
-        return [_row(r) for r in rows]
-
-    def unfinished(self) -> list[StoredTuningJob]:
-        final = [int(s) for s in FINAL_STATES]
-        with self._lock:
-            rows = self._db.execute(f"SELECT {_COLUMNS} FROM hyperparameter_tuning_jobs WHERE state NOT IN "
-                                    f"({', '.join('?' * len(final))})", final).fetchall()
-        return [_row(r) for r in rows]
-
-    def delete(self, job_id: str) -> None:
-        with self._lock:
-            self._db.execute("DELETE FROM hyperparameter_tuning_jobs WHERE id = ?", (job_id,))
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
-
-
-def _row(row: tuple[Any, ...]) -> StoredTuningJob:
-    job_id, parent, job_dir, backend, resource = row
-    return StoredTuningJob(job_id, parent, Path(job_dir), backend,
-                           v1.HyperparameterTuningJob.from_json(resource, ignore_unknown_fields=True))
-
-
-def _to_json(resource: v1.HyperparameterTuningJob) -> str:
-    return json.dumps(json_format.MessageToDict(resource._pb))
-
-
-def _stamp(value: datetime | None) -> str:
-    return value.strftime("%Y-%m-%dT%H:%M:%S.%fZ") if value else ""  # sorts as text
+def TuningStore(path: Path) -> JobStore:  # noqa: N802  (a store, like JobStore)
+    """Tuning jobs in their own table of the service's database."""
+    return JobStore(path, TABLE, v1.HyperparameterTuningJob)
 
 
 class TuningManager:
-    def __init__(self, store: TuningStore, jobs_root: Path, default_backend: str = "process",
+    def __init__(self, store: JobStore, jobs_root: Path, default_backend: str = "process",
                  on_note: Callable[[str], None] | None = None) -> None:
         self.store = store
         self.jobs_root = jobs_root
