@@ -2,7 +2,7 @@
 PYTHON ?= python3
 PIP = $(PYTHON) -m pip install --quiet
 
-SYSTEM_PACKAGES = docker.io docker-registry debootstrap
+SYSTEM_PACKAGES = docker.io docker-registry debootstrap chromium
 
 .PHONY: demo test install-test install-system bench
 

@@ -13,3 +13,17 @@ def load_ipython_extension(ipython):  # type: ignore[no-untyped-def]
     except ImportError:  # the widgets need ipywidgets
         return
     ipython.push({"vertex_pools": vertex_pools})
+
+
+def _jupyter_server_extension_points() -> list[dict[str, str]]:
+    """jupyter_server's entry point: the routes behind the lab panel (imported by the server only)."""
+    from .handlers import _jupyter_server_extension_points as points
+
+    return points()
+
+
+def _jupyter_labextension_paths() -> list[dict[str, str]]:
+    """Where the built JupyterLab front end is: `jupyter_ext/labextension`."""
+    from .handlers import _jupyter_labextension_paths as paths
+
+    return paths()

@@ -183,38 +183,30 @@ def list_jobs(target: Target | None = None, filter_text: str = "") -> list[v1.Cu
 
 
 def read_logs(handle: JobHandle, replica: str | None, follow: bool, poll: float) -> Iterator[LogRecord]:
-    """Poll the logging API with back-off; entries are de-duplicated by insertId,
-    and following stops once the job is final and its last entries were read."""
+    """A job's log entries in time order; with `follow`, until the job is final (see `read_entries`)."""
+    return read_entries(handle.target, log_query(handle.id, replica), follow=follow,
+                        is_final=lambda: handle.state in FINAL, poll=poll)
+
+
+def log_query(job_id: str, replica: str | None = None) -> str:
+    """The filter gcloud uses for a job's (or one replica's) entries."""
+    query = f'resource.type="ml_job" AND resource.labels.job_id="{job_id}"'
+    return query + (f' AND resource.labels.task_name="{replica}"' if replica else "")
+
+
+def entries_since(target: Target, query: str, since: str = "", page_size: int = 1000) -> Iterator[tuple[str, Any]]:
+    """Raw log entries matching `query` at or after `since` (RFC 3339), oldest first, each with
+    its timestamp as text: one pass through the Cloud Logging client."""
     from google.cloud import logging as cloud_logging
 
-    client = _logging_client(handle.target)
-    base = f'resource.type="ml_job" AND resource.labels.job_id="{handle.id}"'
-    if replica:
-        base += f' AND resource.labels.task_name="{replica}"'
-    since, seen_at_since = "", set()
-    delay, done = poll, False
-    while True:
-        if follow:  # read the state before the entries: a final state means they are all written
-            done = handle.state in FINAL
-        query = f'{base} AND timestamp>="{since}"' if since else f'{base} AND timestamp>="1970-01-01T00:00:00Z"'
-        new = 0
-        for entry in client.list_entries(resource_names=[f"projects/{handle.target.project}"], filter_=query,
-                                         order_by=cloud_logging.ASCENDING, page_size=1000):
-            if entry.insert_id in seen_at_since:
-                continue
-            stamp = entry.timestamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-            if stamp != since:
-                since, seen_at_since = stamp, set()
-            seen_at_since.add(entry.insert_id)
-            new += 1
-            yield _record(entry)
-        if not follow or done:
-            return
-        delay = poll if new else min(delay * 1.5, 5.0)
-        time.sleep(delay)
+    query += f' AND timestamp>="{since or "1970-01-01T00:00:00Z"}"'
+    for entry in _logging_client(target).list_entries(resource_names=[f"projects/{target.project}"],
+                                                      filter_=query, order_by=cloud_logging.ASCENDING,
+                                                      page_size=page_size):
+        yield entry.timestamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ"), entry
 
 
-def _record(entry: Any) -> LogRecord:
+def to_record(entry: Any) -> LogRecord:
     payload = entry.payload
     if isinstance(payload, str):
         text = payload
@@ -466,28 +458,23 @@ def list_tuning_jobs(target: Target | None = None, filter_text: str = "") -> lis
 
 def read_entries(target: Target, query: str, *, follow: bool, is_final: Any, with_trial: bool = False,
                  poll: float = 0.5) -> Iterator[LogRecord]:
-    """`read_logs` for any base query: poll with back-off, de-duplicate by insertId, and when following
-    stop once `is_final()` was true before a read. With `with_trial`, task names read `<trial>/<task>`."""
-    from google.cloud import logging as cloud_logging
-
-    client = _logging_client(target)
+    """Poll the logging API with back-off; entries are de-duplicated by insertId, and when
+    following, reading stops once `is_final()` was true before a read (then every entry is
+    written). With `with_trial`, task names read `<trial>/<task>`."""
     since, seen_at_since = "", set()
     delay, done = poll, False
     while True:
         if follow:
             done = is_final()
-        stamp_filter = f' AND timestamp>="{since or "1970-01-01T00:00:00Z"}"'
         new = 0
-        for entry in client.list_entries(resource_names=[f"projects/{target.project}"], filter_=query + stamp_filter,
-                                         order_by=cloud_logging.ASCENDING, page_size=1000):
+        for stamp, entry in entries_since(target, query, since):
             if entry.insert_id in seen_at_since:
                 continue
-            stamp = entry.timestamp.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
             if stamp != since:
                 since, seen_at_since = stamp, set()
             seen_at_since.add(entry.insert_id)
             new += 1
-            record = _record(entry)
+            record = to_record(entry)
             trial = (entry.labels or {}).get("ml.googleapis.com/trial_id", "")
             if with_trial and trial:
                 record = LogRecord(record.timestamp, f"{trial}/{record.task_name}", record.severity, record.text,

@@ -1,0 +1,366 @@
+"""jupyter_server routes behind the lab's Training Jobs panel, under `<base_url>/vertex-train/`.
+
+    GET  jobs                       every job: local, and on Vertex AI when a project is configured
+    GET  jobs/<id>                  the CustomJob as JSON and each replica's TF_CONFIG / CLUSTER_SPEC
+    GET  jobs/<id>/logs?cursor=&replica=&limit=
+                                    one page of log entries; `next_cursor` follows, `done` says the
+                                    job is final and every entry was read
+    POST jobs/<id>/cancel           cancel a running job
+
+A Vertex AI job is addressed with `?source=vertex`. Every verb is authenticated
+and authorized (`auth_resource = "vertex_train"`). The handlers go through
+`launch`, the same clients the CLI, the magics and the widgets use; blocking
+client calls run in a thread so the server stays responsive. A job that does
+not exist is a 404 JSON error, a user mistake (WorkbenchError) a 400.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import re
+import time
+from datetime import datetime, timezone
+from typing import Any, Callable, TypeVar
+
+import tornado.web
+from google.cloud.aiplatform_v1 import types as v1
+from jupyter_server.auth.decorator import authorized
+from jupyter_server.base.handlers import APIHandler
+from jupyter_server.utils import url_path_join
+from traitlets import Float, Unicode, default
+from traitlets.config import Configurable
+
+from . import cluster, launch, paths
+from .errors import WorkbenchError
+from .spec import JobSpec, message_to_dict
+
+NAMESPACE = "vertex-train"
+NPM_NAME = "jupyter-vertex-train"
+AUTH_RESOURCE = "vertex_train"
+SETTINGS_KEY = "vertex_train"
+SOURCES = ("local", "vertex")
+MAX_JOBS = 200
+PAGE_SIZE = 1000
+MAX_PAGE_SIZE = 5000
+_JOB_ID = r"(?P<job_id>[^/]+)"
+_VALID_JOB_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")  # Vertex's are numeric; anything else cannot exist
+_REPLICA = re.compile(r"workerpool[0-3]-\d{1,5}")
+T = TypeVar("T")
+
+
+# ---- extension entry points (re-exported by jupyter_ext/__init__.py) -------------------
+
+def _jupyter_server_extension_points() -> list[dict[str, str]]:
+    return [{"module": "jupyter_ext.handlers"}]
+
+
+def _jupyter_labextension_paths() -> list[dict[str, str]]:
+    """The built front end: `jupyter_ext/labextension` (paths are relative to the `jupyter_ext` package)."""
+    return [{"src": "labextension", "dest": NPM_NAME}]
+
+
+def _load_jupyter_server_extension(server_app: Any) -> None:
+    config = VertexTrain(parent=server_app)
+    setup_handlers(server_app.web_app, config)
+    where = f", Vertex AI {config.project}/{config.region}" if config.vertex_target() else ""
+    server_app.log.info(f"vertex-train: routes under {url_path_join(server_app.base_url, NAMESPACE)} "
+                        f"(local jobs{where})")
+
+
+def setup_handlers(web_app: Any, config: VertexTrain | None = None) -> None:
+    web_app.settings[SETTINGS_KEY] = config or VertexTrain()
+    base = url_path_join(web_app.settings["base_url"], NAMESPACE)
+    web_app.add_handlers(".*$", [
+        (url_path_join(base, "jobs") + "/?", JobsHandler),
+        (url_path_join(base, "jobs", _JOB_ID) + "/?", JobHandler),
+        (url_path_join(base, "jobs", _JOB_ID, "logs") + "/?", LogsHandler),
+        (url_path_join(base, "jobs", _JOB_ID, "cancel") + "/?", CancelHandler),
+    ])
+
+
+class VertexTrain(Configurable):
+    """Server-side settings of the Training Jobs panel (`c.VertexTrain.project = ...`)."""
+
+    project = Unicode(help="Google Cloud project whose Vertex AI jobs the panel also lists "
+                           "(default: $GOOGLE_CLOUD_PROJECT; empty: local jobs only)").tag(config=True)
+    region = Unicode(help="Vertex AI region of those jobs (default: $CLOUD_ML_REGION)").tag(config=True)
+    vertex_timeout = Float(20.0, help="seconds to wait for Vertex AI before the list reports it as failing"
+                           ).tag(config=True)
+    vertex_cache = Float(10.0, help="seconds a Vertex AI job list is reused (the panel refreshes every 2 s)"
+                         ).tag(config=True)
+
+    @default("project")
+    def _default_project(self) -> str:
+        return os.environ.get("GOOGLE_CLOUD_PROJECT", "")
+
+    @default("region")
+    def _default_region(self) -> str:
+        return os.environ.get("CLOUD_ML_REGION", "")
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.vertex_jobs: tuple[float, list[v1.CustomJob]] | None = None  # (when listed, jobs): the cache
+
+    def vertex_target(self) -> launch.Target | None:
+        return launch.Target.vertex(self.project, self.region) if self.project and self.region else None
+
+    def target(self, source: str) -> launch.Target:
+        if source == "local":
+            return launch.Target()
+        target = self.vertex_target()
+        if target is None:
+            raise WorkbenchError("source=vertex: no Vertex AI project and region are configured (set "
+                                 "c.VertexTrain.project/region, or GOOGLE_CLOUD_PROJECT and CLOUD_ML_REGION)")
+        return target
+
+
+# ---- handlers ----------------------------------------------------------------------------
+
+class BaseHandler(APIHandler):
+    auth_resource = AUTH_RESOURCE
+
+    @property
+    def workbench(self) -> VertexTrain:
+        return self.settings[SETTINGS_KEY]  # type: ignore[no-any-return]
+
+    def source(self) -> str:
+        source = self.get_query_argument("source", "local")
+        if source not in SOURCES:
+            raise tornado.web.HTTPError(400, f"source: {source!r} is not one of {', '.join(SOURCES)}")
+        return source
+
+    def handle(self, job_id: str) -> launch.JobHandle:
+        if not _VALID_JOB_ID.fullmatch(job_id):
+            raise tornado.web.HTTPError(404, f"CustomJob {job_id!r} does not exist")
+        try:
+            return launch.attach(job_id, self.workbench.target(self.source()))
+        except WorkbenchError as exc:
+            raise tornado.web.HTTPError(400, str(exc)) from None
+
+    async def call(self, func: Callable[..., T], *args: Any) -> T:
+        """A blocking client call in a thread; its errors become HTTP errors."""
+        try:
+            return await asyncio.to_thread(func, *args)
+        except WorkbenchError as exc:
+            raise tornado.web.HTTPError(400, str(exc).replace("\n", "; ")) from None
+        except Exception as exc:
+            raise _http_error(exc) from None
+
+    def reply(self, body: dict[str, Any]) -> None:
+        self.set_header("Cache-Control", "no-store")
+        self.finish(json.dumps(body))
+
+
+class JobsHandler(BaseHandler):
+    @tornado.web.authenticated
+    @authorized
+    async def get(self) -> None:
+        """Local jobs, and Vertex AI's when a project is configured. A source that fails is
+        reported in `errors` (the other's jobs are still listed), never a 500."""
+        now = datetime.now(timezone.utc)
+        sources: list[dict[str, str]] = [{"source": "local", "parent": launch.Target().parent}]
+        errors: list[dict[str, str]] = []
+        vertex = self.workbench.vertex_target()
+        if vertex is not None:
+            sources.append({"source": "vertex", "parent": vertex.parent})
+        listed = await asyncio.gather(self._local(), self._vertex(vertex), return_exceptions=True)
+        jobs: list[dict[str, Any]] = []
+        for (source, _), result in zip((("local", None), ("vertex", vertex)), listed):
+            if isinstance(result, BaseException):
+                errors.append({"source": source, "message": _message(result)})
+            else:
+                jobs += [summary(job, source, now) for job in result]
+        jobs.sort(key=lambda j: j["create_time"] or "", reverse=True)
+        self.reply({"jobs": jobs[:MAX_JOBS], "truncated": len(jobs) > MAX_JOBS, "sources": sources,
+                    "errors": errors, "now": _iso(now)})
+
+    async def _local(self) -> list[v1.CustomJob]:
+        return await asyncio.to_thread(launch.list_jobs, launch.Target())  # starts the local service if needed
+
+    async def _vertex(self, target: launch.Target | None) -> list[v1.CustomJob]:
+        """Vertex AI's jobs, reused for `vertex_cache` seconds: the panel refreshes every 2 s."""
+        workbench = self.workbench
+        if target is None:
+            return []
+        cached = workbench.vertex_jobs
+        if cached and time.monotonic() - cached[0] < workbench.vertex_cache:
+            return cached[1]
+        try:
+            jobs = await asyncio.wait_for(asyncio.to_thread(launch.list_jobs, target), workbench.vertex_timeout)
+        except asyncio.TimeoutError:
+            raise WorkbenchError(f"Vertex AI did not answer in {workbench.vertex_timeout:g} s") from None
+        workbench.vertex_jobs = (time.monotonic(), jobs)
+        return jobs
+
+
+class JobHandler(BaseHandler):
+    @tornado.web.authenticated
+    @authorized
+    async def get(self, job_id: str) -> None:
+        source, handle = self.source(), self.handle(job_id)
+        resource = await self.call(handle.refresh)
+        self.reply({"summary": summary(resource, source, datetime.now(timezone.utc)),
+                    "job": message_to_dict(resource), **replica_environment(resource, source)})
+
+
+class LogsHandler(BaseHandler):
+    @tornado.web.authenticated
+    @authorized
+    async def get(self, job_id: str) -> None:
+        handle = self.handle(job_id)
+        replica = self.get_query_argument("replica", "") or None
+        if replica is not None and not _REPLICA.fullmatch(replica):
+            raise tornado.web.HTTPError(400, f"replica: {replica!r} is not a task name like workerpool0-0")
+        try:
+            limit = int(self.get_query_argument("limit", str(PAGE_SIZE)))
+        except ValueError:
+            raise tornado.web.HTTPError(400, "limit: not a number") from None
+        if not 1 <= limit <= MAX_PAGE_SIZE:
+            raise tornado.web.HTTPError(400, f"limit: between 1 and {MAX_PAGE_SIZE}")
+        cursor = Cursor.decode(self.get_query_argument("cursor", ""))
+        self.reply(await self.call(read_log_page, handle, replica, cursor, limit))
+
+
+class CancelHandler(BaseHandler):
+    @tornado.web.authenticated
+    @authorized
+    async def post(self, job_id: str) -> None:
+        source, handle = self.source(), self.handle(job_id)
+        await self.call(handle.cancel)
+        resource = await self.call(handle.refresh)
+        self.reply({"summary": summary(resource, source, datetime.now(timezone.utc))})
+
+
+# ---- what the handlers answer -------------------------------------------------------------
+
+def summary(job: v1.CustomJob, source: str, now: datetime) -> dict[str, Any]:
+    """One row of the panel's table."""
+    start, end = job.start_time, job.end_time
+    _, project, _, region, _, job_id = job.name.split("/")
+    console = "" if source == "local" else launch.CONSOLE.format(region=region, job=job_id, project=project)
+    return {
+        "id": job_id,
+        "name": job.name,
+        "source": source,
+        "display_name": job.display_name,
+        "state": job.state.name,
+        "final": job.state.name in launch.FINAL,
+        "replicas": sum(p.replica_count for p in job.job_spec.worker_pool_specs),
+        "backend": job.labels.get(launch.BACKEND_LABEL, "process") if source == "local" else "vertex",
+        "create_time": _iso(job.create_time),
+        "start_time": _iso(start),
+        "end_time": _iso(end),
+        "duration": round(((end or now) - start).total_seconds(), 3) if start else None,
+        "error": job.error.message,
+        "console_url": console,
+    }
+
+
+def replica_environment(resource: v1.CustomJob, source: str) -> dict[str, Any]:
+    """Every replica's TF_CONFIG and CLUSTER_SPEC, from `cluster.replicas`, as the job's replicas see them.
+
+    A local job that ran records its replicas' addresses (`<job dir>/status.json`); they are used when
+    present, so process-backend ports are the real ones. Cloud addresses are placeholders until Vertex runs it.
+    """
+    backend = resource.labels.get(launch.BACKEND_LABEL, "process") if source == "local" else "cloud"
+    style = backend if backend in ("process", "docker") else "cloud"
+    job_id = resource.name.rsplit("/", 1)[-1]
+    try:
+        job = JobSpec.load(resource)
+        ports = _recorded_ports(job_id, job.replica_count) if source == "local" and style == "process" else None
+        replicas = cluster.replicas(job, style=style, job_id=job_id, ports=ports)
+    except (WorkbenchError, ValueError) as exc:
+        return {"address_style": style, "replicas": [], "replicas_error": str(exc)}
+    rows = []
+    for r in replicas:
+        rows.append({"task_name": r.task_name, "pool": r.pool, "index": r.index, "role": r.role,
+                     "tf_task": r.tf_task, "address": r.address,
+                     "TF_CONFIG": json.loads(r.env["TF_CONFIG"]) if "TF_CONFIG" in r.env else None,
+                     "CLUSTER_SPEC": json.loads(r.env["CLUSTER_SPEC"]) if "CLUSTER_SPEC" in r.env else None})
+    return {"address_style": style, "addresses_recorded": bool(source == "local" and style == "process" and ports),
+            "replicas": rows}
+
+
+def _recorded_ports(job_id: str, count: int) -> list[int] | None:
+    try:
+        status = json.loads((paths.jobs_dir() / job_id / "status.json").read_text())
+        ports = [int(r["address"].rsplit(":", 1)[1]) for r in status.get("replicas", [])]
+    except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError):
+        return None
+    return ports if len(ports) == count else None
+
+
+class Cursor:
+    """Where a reader of a job's log stopped: the last timestamp read, and how many
+    entries stamped exactly then were read (the API orders entries of one timestamp
+    the same way every time: by insertId). Opaque to the client."""
+
+    def __init__(self, since: str = "", at_since: int = 0) -> None:
+        self.since, self.at_since = since, at_since
+
+    def encode(self) -> str:
+        raw = json.dumps([self.since, self.at_since], separators=(",", ":")).encode()
+        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    @classmethod
+    def decode(cls, text: str) -> Cursor:
+        if not text:
+            return cls()
+        try:
+            since, at_since = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
+            if not isinstance(since, str) or not isinstance(at_since, int) or at_since < 0:
+                raise ValueError(text)
+            if since:
+                datetime.strptime(since, "%Y-%m-%dT%H:%M:%S.%fZ")
+        except (ValueError, TypeError):
+            raise tornado.web.HTTPError(400, "cursor: not a cursor this server gave") from None
+        return cls(since, at_since)
+
+
+def read_log_page(handle: launch.JobHandle, replica: str | None, cursor: Cursor,
+                  limit: int = PAGE_SIZE) -> dict[str, Any]:
+    """One page of a job's log entries after `cursor`, through the same logging client as
+    `launch.read_logs` (the same filter on `resource.labels`, `timestamp>=`, ascending)."""
+    final = handle.state in launch.FINAL  # first: a final state means every entry is written
+    since, at_since, skip = cursor.since, cursor.at_since, cursor.at_since
+    entries: list[dict[str, str]] = []
+    more = False
+    for stamp, entry in launch.entries_since(handle.target, launch.log_query(handle.id, replica), cursor.since,
+                                             page_size=min(limit + skip, MAX_PAGE_SIZE)):
+        if stamp == cursor.since and skip:
+            skip -= 1
+            continue
+        if len(entries) == limit:
+            more = True
+            break
+        if stamp != since:
+            since, at_since = stamp, 0
+        at_since += 1
+        record = launch.to_record(entry)
+        entries.append({"timestamp": stamp, "time": record.timestamp.strftime("%H:%M:%S.%f")[:-3],
+                        "replica": record.task_name, "severity": record.severity, "text": record.text,
+                        "insert_id": record.insert_id})
+    return {"entries": entries, "next_cursor": Cursor(since, at_since).encode(), "done": final and not more,
+            "state": handle.resource.state.name}
+
+
+def _http_error(exc: Exception) -> tornado.web.HTTPError:
+    """The job service's or logging API's error as ours: its 4xx kept (404 for a job that
+    does not exist, 400 for cancelling a finished one), anything else a 502 naming it."""
+    code = getattr(exc, "code", None)
+    if isinstance(code, int) and 400 <= code < 500 and code not in (401, 403, 407):
+        return tornado.web.HTTPError(code, _message(exc))
+    # the service's own authentication failing is not the browser's: no 401/403 to the page
+    return tornado.web.HTTPError(502, f"the job service failed: {_message(exc)}")
+
+
+def _message(exc: BaseException) -> str:
+    text = getattr(exc, "message", None) or str(exc) or type(exc).__name__
+    return str(text).splitlines()[0] if str(text).strip() else type(exc).__name__
+
+
+def _iso(stamp: datetime | None) -> str | None:
+    return stamp.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ") if stamp else None

@@ -1,0 +1,124 @@
+import { URLExt } from '@jupyterlab/coreutils';
+import { ServerConnection } from '@jupyterlab/services';
+
+/** The server extension's namespace: routes live under `<base_url>/vertex-train/`. */
+export const NAMESPACE = 'vertex-train';
+
+/**
+ * Call the server extension. ServerConnection adds the token and XSRF headers.
+ *
+ * @param endPoint path under `vertex-train/`, with its query string
+ * @param init fetch options (method, body)
+ * @returns the JSON body
+ * @throws ServerConnection.ResponseError carrying the server's `message`
+ */
+export async function requestAPI<T>(
+  endPoint = '',
+  init: RequestInit = {}
+): Promise<T> {
+  const settings = ServerConnection.makeSettings();
+  const url = URLExt.join(settings.baseUrl, NAMESPACE, endPoint);
+  let response: Response;
+  try {
+    response = await ServerConnection.makeRequest(url, init, settings);
+  } catch (error) {
+    throw new ServerConnection.NetworkError(error as TypeError);
+  }
+  const text = await response.text();
+  let data: any = text;
+  if (text.length > 0) {
+    try {
+      data = JSON.parse(text);
+    } catch {
+      console.warn('vertex-train: not a JSON response', response);
+    }
+  }
+  if (!response.ok) {
+    throw new ServerConnection.ResponseError(response, data?.message ?? text);
+  }
+  return data as T;
+}
+
+/** A path with its query string; empty values are left out. */
+export function withQuery(
+  path: string,
+  query: Record<string, string | number | undefined>
+): string {
+  const params = new URLSearchParams();
+  for (const [key, value] of Object.entries(query)) {
+    if (value !== undefined && value !== '') {
+      params.set(key, String(value));
+    }
+  }
+  const text = params.toString();
+  return text ? `${path}?${text}` : path;
+}
+
+/** One row of the Training Jobs panel (GET jobs). */
+export interface IJobSummary {
+  id: string;
+  name: string;
+  source: 'local' | 'vertex';
+  display_name: string;
+  state: string;
+  final: boolean;
+  replicas: number;
+  backend: string;
+  create_time: string | null;
+  start_time: string | null;
+  end_time: string | null;
+  duration: number | null;
+  error: string;
+  console_url: string;
+}
+
+export interface IJobList {
+  jobs: IJobSummary[];
+  truncated: boolean;
+  sources: { source: string; parent: string }[];
+  errors: { source: string; message: string }[];
+  now: string;
+}
+
+/** One replica of a job and the environment Vertex AI gives it (GET jobs/<id>). */
+export interface IReplica {
+  task_name: string;
+  pool: number;
+  index: number;
+  role: string;
+  tf_task: string | null;
+  address: string;
+  TF_CONFIG: Record<string, unknown> | null;
+  CLUSTER_SPEC: Record<string, unknown> | null;
+}
+
+export interface IJobDetail {
+  summary: IJobSummary;
+  job: Record<string, unknown>;
+  address_style: string;
+  addresses_recorded?: boolean;
+  replicas: IReplica[];
+  replicas_error?: string;
+}
+
+export interface ILogEntry {
+  timestamp: string;
+  time: string;
+  replica: string;
+  severity: string;
+  text: string;
+  insert_id: string;
+}
+
+/** One page of a job's log (GET jobs/<id>/logs?cursor=). */
+export interface ILogPage {
+  entries: ILogEntry[];
+  next_cursor: string;
+  done: boolean;
+  state: string;
+}
+
+/** The API path of a job. */
+export function jobPath(id: string, ...rest: string[]): string {
+  return ['jobs', encodeURIComponent(id), ...rest].join('/');
+}
