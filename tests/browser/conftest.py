@@ -83,7 +83,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     try:
         import jupyterlab  # noqa: F401
@@ -153,7 +153,7 @@ def _check_extensions(server: Lab) -> None:
                     "`pip install .` when node is present; see `jupyter labextension list`)")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Any]:
     try:
         from playwright.sync_api import sync_playwright
