@@ -153,12 +153,6 @@ def output_env(base: str, trial: str | None = None) -> dict[str, str]:
             "AIP_TENSORBOARD_LOG_DIR": root + "logs/"}
 
 
-def primary_tf_task(job: JobSpec, legacy: bool | None = None) -> str:
-    """`chief`, or `master` for legacy AI Platform jobs without useChiefInTfConfig or evaluators."""
-    legacy = job.legacy is not None if legacy is None else legacy
-    return _tf_task_names(job, legacy)[0]
-
-
 def _tf_task_names(job: JobSpec, legacy: bool) -> tuple[str, ...]:
     has_evaluators = any(pos == 3 for pos, _ in job.pools)
     use_chief = job.legacy.use_chief_in_tf_config if job.legacy else False

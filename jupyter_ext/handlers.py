@@ -122,6 +122,12 @@ class VertexTrain(Configurable):
 class BaseHandler(APIHandler):
     auth_resource = AUTH_RESOURCE
 
+    def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
+        if isinstance(value, tornado.web.HTTPError):  # its text is a message, not a %-format (it may hold a '%')
+            self.log.warning("%d %s: %s", value.status_code, self._request_summary(), value.log_message)
+        else:
+            super().log_exception(typ, value, tb)
+
     @property
     def workbench(self) -> VertexTrain:
         return self.settings[SETTINGS_KEY]  # type: ignore[no-any-return]

@@ -39,8 +39,6 @@ LOCAL_REPOSITORY = "vtrain"
 TIMEOUT = 300  # seconds for one engine call (a build or push stream may take longer between chunks)
 
 
-# ---- errors ------------------------------------------------------------------
-
 # ---- events ------------------------------------------------------------------
 
 @dataclass(frozen=True)

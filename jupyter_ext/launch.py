@@ -259,7 +259,6 @@ def _check_cloud_packages(resource: v1.CustomJob) -> None:
 
 # the console's page of a tuning job: CONSOLE's training page, without the replica (`/cpu`) tab
 TUNING_CONSOLE = "https://console.cloud.google.com/vertex-ai/locations/{region}/training/{job}?project={project}"
-TRIAL_FINAL = ("SUCCEEDED", "INFEASIBLE")
 
 
 @dataclass

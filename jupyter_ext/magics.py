@@ -96,7 +96,7 @@ class VertexTrainMagics(Magics):
         elif args.dry_run:
             job = cells.for_image(job, args.image or f"<image built from {folder}>", trainer_args)
         else:
-            job = cells.for_image(job, self._build(args, folder, target), trainer_args)
+            job = cells.for_image(job, self._build(args, context, folder, target), trainer_args)
         if args.dry_run:
             style = "process" if target.local and target.backend == "process" else (
                 "docker" if target.local else "cloud")
@@ -150,7 +150,7 @@ class VertexTrainMagics(Magics):
             source = self.shell.user_ns.get(args.config, args.config)
             if source is args.config and not os.path.exists(args.config):
                 raise WorkbenchError(f"--config: no variable or file named {args.config!r}")
-            job = JobSpec.load(getattr(source, "spec", source))
+            job = JobSpec.load(source if isinstance(source, JobSpec) else getattr(source, "spec", source))
             job.display_name = args.name if args.name != "vertex-train" else job.display_name
             return job
         layout = cells.Layout(args.workers, args.machine_type, args.accelerator, args.ps, args.evaluators,
@@ -158,16 +158,18 @@ class VertexTrainMagics(Magics):
         return cells.layout_job(layout, args.name)
 
     def _target(self, args: Any) -> launch.Target:
+        """Where a magic's jobs are: this machine, or with --vertex the project and region given,
+        else aiplatform.init's, else the environment's."""
+        bucket = getattr(args, "staging_bucket", None)
         if not args.vertex:
-            if args.project or args.staging_bucket:
+            if args.project or bucket:
                 raise WorkbenchError("--project/--staging-bucket: add --vertex to run on Vertex AI")
-            return launch.Target(backend=args.backend)
+            return launch.Target(backend=getattr(args, "backend", "process"))
         project = args.project or _sdk_default("project") or os.environ.get("GOOGLE_CLOUD_PROJECT", "")
         region = args.region or _sdk_default("location") or os.environ.get("CLOUD_ML_REGION", "us-central1")
-        bucket = args.staging_bucket or _sdk_default("staging_bucket") or ""
-        return launch.Target.vertex(project, region, bucket)
+        return launch.Target.vertex(project, region, bucket or _sdk_default("staging_bucket"))
 
-    def _build(self, args: Any, folder: Any, target: launch.Target) -> str:
+    def _build(self, args: Any, context: Any, folder: Any, target: launch.Target) -> str:
         from widgets.build import BuildProgress
 
         from . import images
@@ -177,9 +179,8 @@ class VertexTrainMagics(Magics):
                                  "us-central1-docker.pkg.dev/PROJECT/REPO/trainer")
         progress = BuildProgress()
         display(progress)
-        result = images.build_trainer(folder, image=args.image, base_image=args.base_image,
-                                      requirements=args.requirements, push_image=bool(args.image),
-                                      on_event=progress.add)
+        result = images.build_and_push(context, image=args.image, push_image=bool(args.image), context_dir=folder,
+                                       on_event=progress.add)
         return result.reference
 
     # ---- line magics -------------------------------------------------------------
@@ -196,7 +197,7 @@ class VertexTrainMagics(Magics):
         if state and not state.startswith("JOB_STATE_"):
             state = "JOB_STATE_" + state
         with _user_errors():
-            jobs = launch.list_jobs(self._line_target(args), f'state="{state}"' if state else "")
+            jobs = launch.list_jobs(self._target(args), f'state="{state}"' if state else "")
         rows = [{"id": j.name.rsplit("/", 1)[1], "display_name": j.display_name,
                  "state": j.state.name.removeprefix("JOB_STATE_"),
                  "replicas": sum(p.replica_count for p in j.job_spec.worker_pool_specs),
@@ -216,7 +217,7 @@ class VertexTrainMagics(Magics):
 
         args = parse_argstring(self.vertex_logs, line)
         with _user_errors():
-            handle = launch.attach(args.job, self._line_target(args))
+            handle = launch.attach(args.job, self._target(args))
             handle.refresh()
         monitor = self.monitor = JobMonitor(handle)
         if args.replica:
@@ -231,15 +232,10 @@ class VertexTrainMagics(Magics):
         """Cancel a running job."""
         args = parse_argstring(self.vertex_cancel, line)
         with _user_errors():
-            handle = launch.attach(args.job, self._line_target(args))
+            handle = launch.attach(args.job, self._target(args))
             handle.cancel()
         print(f"cancelling {handle.name}")
 
-    def _line_target(self, args: Any) -> launch.Target:
-        if not args.vertex:
-            return launch.Target()
-        project = args.project or _sdk_default("project") or os.environ.get("GOOGLE_CLOUD_PROJECT", "")
-        return launch.Target.vertex(project, args.region or _sdk_default("location") or "us-central1")
 
 
 def _study(args: Any) -> Any:
@@ -259,6 +255,7 @@ def _study(args: Any) -> Any:
 def _user_errors() -> Iterator[None]:
     """A user's mistake, or what the API says of it (a bad job ID: 404), becomes one UsageError line."""
     from google.api_core.exceptions import GoogleAPICallError
+    from google.auth.exceptions import GoogleAuthError
 
     try:
         yield
@@ -266,6 +263,8 @@ def _user_errors() -> Iterator[None]:
         raise UsageError(str(exc).replace("\n", "; ")) from None
     except GoogleAPICallError as exc:
         raise UsageError(exc.message) from None
+    except GoogleAuthError as exc:
+        raise UsageError(f"Google Cloud credentials: {exc}") from None
 
 
 def _unquote(text: str) -> str:

@@ -347,7 +347,9 @@ def _walk(root: Path, skipped: list[str], shown_from: Path) -> list[Path]:
             path = here / f
             if not path.is_file():
                 continue
-            if _excluded_name(f) or (path.suffix.lower() == ".json" and _is_key_json(path.read_bytes())):
+            # a link may point anywhere (a key outside the folder): never follow one into an image
+            if path.is_symlink() or _excluded_name(f) or (
+                    path.suffix.lower() == ".json" and _is_key_json(path.read_bytes())):
                 skipped.append(path.relative_to(shown_from).as_posix())
                 continue
             found.append(path)
@@ -356,7 +358,7 @@ def _walk(root: Path, skipped: list[str], shown_from: Path) -> list[Path]:
 
 def _excluded_name(name: str) -> bool:
     lower = name.lower()
-    return any(fnmatch.fnmatchcase(lower, p.lower()) for p in SECRET_NAMES + CACHE_NAMES)
+    return any(fnmatch.fnmatchcase(lower, p.lower()) for p in SECRET_NAMES + KEY_JSON_NAMES + CACHE_NAMES)
 
 
 def _is_secret(path: PurePosixPath, data: bytes) -> bool:
@@ -364,14 +366,14 @@ def _is_secret(path: PurePosixPath, data: bytes) -> bool:
 
 
 def _is_key_json(data: bytes) -> bool:
-    """A Google service-account key: {"type": "service_account", "private_key": ...}."""
-    if b"private_key" not in data:
+    """Google credentials: a service-account key or a user's refresh token."""
+    if b"private_key" not in data and b"refresh_token" not in data:
         return False
     try:
         doc = json.loads(data)
     except ValueError:
-        return b'"service_account"' in data  # unreadable, but looks like one: keep it out
-    return isinstance(doc, dict) and doc.get("type") == "service_account" and "private_key" in doc
+        return True  # unreadable, but names a key: keep it out
+    return isinstance(doc, dict) and ("private_key" in doc or "refresh_token" in doc)
 
 
 def _clean_relative(rel: str, where: str) -> str:

@@ -304,8 +304,9 @@ def _camel_keys(data: Any) -> Any:
 
 
 def _from_legacy(data: dict[str, Any], display_name: str | None) -> JobSpec:
-    data = _camel_keys(data)
-    ti = data.get("trainingInput", data)
+    labels = data.get("labels") or {}  # label keys are the user's own: never re-cased
+    data = {_camel(k): v for k, v in data.items() if k != "labels"}
+    ti = _camel_keys(data.get("trainingInput", data))
     if not isinstance(ti, dict):
         raise SpecError("trainingInput", "must be a mapping")
     where = "trainingInput"
@@ -335,7 +336,7 @@ def _from_legacy(data: dict[str, Any], display_name: str | None) -> JobSpec:
     job_id = str(data.get("jobId") or re.sub(r"^(?![A-Za-z])", "job_", re.sub(r"\W", "_", display_name or "job")))
     extra = {k: v for k, v in ti.items() if k not in _LEGACY_CONSUMED}
     legacy = LegacyOptions(job_id, bool(ti.get("useChiefInTfConfig", False)), str(ti.get("jobDir") or ""), extra)
-    return JobSpec(job_id, spec, dict(data.get("labels") or {}), legacy)
+    return JobSpec(job_id, spec, dict(labels), legacy)
 
 
 def _count(ti: dict[str, Any], role: str, where: str) -> int:

@@ -81,13 +81,6 @@ def vtrain(*args: str, timeout: float = 600, **kwargs: object) -> subprocess.Com
 
 def processes_of_job(job_id: str) -> list[int]:
     """Every process on this machine whose environment names the job (replicas and what they started)."""
-    found = []
-    marker = f"CLOUD_ML_JOB_ID={job_id}".encode()
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if marker in (entry / "environ").read_bytes().split(b"\0"):
-                    found.append(int(entry.name))
-            except OSError:
-                pass
-    return found
+    from jupyter_ext.runner.process import processes_with
+
+    return processes_with(f"CLOUD_ML_JOB_ID={job_id}".encode())

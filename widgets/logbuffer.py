@@ -53,10 +53,6 @@ class LogBuffer:
                 self._counts[line.task_name] += 1
             self.version += 1
 
-    def replicas(self) -> list[str]:
-        with self._lock:
-            return sorted((t for t in self._views if t != ALL), key=task_key)
-
     def lines(self, view: str = ALL, search: str = "") -> list[Line]:
         with self._lock:
             lines = list(self._views.get(view, ()))

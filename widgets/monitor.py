@@ -24,6 +24,7 @@ from .logbuffer import (ALL, Line, LogBuffer, error_html, failed_replica, format
 FINAL = ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED")
 REDRAW_EVERY = 0.25
 STATE_EVERY = 1.0
+RETRY_EVERY = 2.0
 
 
 class JobMonitor(w.VBox):
@@ -45,6 +46,8 @@ class JobMonitor(w.VBox):
         self._views: dict[str, w.HTML] = {}
         self._drawn: dict[str, tuple[int, str]] = {}
         self._done = threading.Event()
+        self._stop = threading.Event()
+        self._lock = threading.RLock()  # tabs change from the follower thread and from the kernel
         self._threads: list[threading.Thread] = []
         header = w.HBox([self._badge, self._title, self._search, self._cancel],
                         layout=w.Layout(align_items="center", justify_content="space-between"))
@@ -101,8 +104,17 @@ class JobMonitor(w.VBox):
         elif error:
             self._error.value = error_html(error)
 
+    def close(self) -> None:
+        """Stop following (the job goes on) and close the view."""
+        self._stop.set()
+        super().close()
+
     def redraw(self, force: bool = False) -> None:
         """Redraw the visible tab when its lines changed."""
+        with self._lock:
+            self._redraw(force)
+
+    def _redraw(self, force: bool) -> None:
         if self._tabs.selected_index is None:
             return
         view = list(self._views)[self._tabs.selected_index]
@@ -123,7 +135,8 @@ class JobMonitor(w.VBox):
     def to_text(self, last: int = 40) -> str:
         lines = self.buffer.lines()[-last:]
         head = f"{self.job_name} {self.state.removeprefix('JOB_STATE_')}"
-        return "\n".join([head, *(f"[{ln.task_name}] {ln.text}" for ln in lines), *([self.error] if self.error else [])])
+        tail = [self.error] if self.error else []
+        return "\n".join([head, *(f"[{ln.task_name}] {ln.text}" for ln in lines), *tail])
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         bundle = super()._repr_mimebundle_(**kwargs) or {}
@@ -148,6 +161,11 @@ class JobMonitor(w.VBox):
     def _ensure_view(self, view: str) -> None:
         if view in self._views:
             return
+        with self._lock:
+            if view not in self._views:
+                self._add_view(view)
+
+    def _add_view(self, view: str) -> None:
         self._views[view] = w.HTML(render_lines([], view == ALL))
         order = sorted(self._views, key=lambda name: (name != ALL, task_key(name)))
         selected = list(self._views)[self._tabs.selected_index or 0] if self._tabs.children else ALL
@@ -158,16 +176,28 @@ class JobMonitor(w.VBox):
         self._tabs.selected_index = order.index(selected)
 
     def _follow_logs(self) -> None:
+        """Follow the log; after a failed read (the service restarting, a network blip) say so and
+        read again, skipping the entries already shown."""
+        seen: set[str] = set()
         try:
-            for record in self.handle.logs(follow=True):
-                self.add_lines([Line(record.task_name, record.timestamp.strftime("%H:%M:%S.%f")[:-3], record.text,
-                                     record.severity)])
+            while not self._stop.is_set():
+                try:
+                    for record in self.handle.logs(follow=True):
+                        if record.insert_id in seen or self._stop.is_set():
+                            continue
+                        seen.add(record.insert_id)
+                        self.add_lines([Line(record.task_name, record.timestamp.strftime("%H:%M:%S.%f")[:-3],
+                                             record.text, record.severity)])
+                    return
+                except Exception as exc:  # noqa: BLE001  (shown in the view; the thread must go on)
+                    self._error.value = error_html(f"reading the logs failed, retrying: {exc}")
+                    self._stop.wait(RETRY_EVERY)
         finally:
             self._done.set()
 
     def _tick(self) -> None:
         last_state = 0.0
-        while True:
+        while not self._stop.is_set():
             finished = self._done.wait(REDRAW_EVERY)
             if finished or time.monotonic() - last_state >= STATE_EVERY:
                 self._refresh_state()
@@ -178,7 +208,11 @@ class JobMonitor(w.VBox):
                 return
 
     def _refresh_state(self) -> None:
-        resource = self.handle.refresh()
+        try:
+            resource = self.handle.refresh()
+        except Exception as exc:  # noqa: BLE001  (shown; the next tick tries again)
+            self._error.value = error_html(f"reading the job's state failed, retrying: {exc}")
+            return
         start, end = resource.start_time, resource.end_time
         elapsed = format_elapsed(((end or datetime.now(timezone.utc)) - start).total_seconds()) if start else ""
         self.set_state(resource.state.name, resource.error.message, elapsed)

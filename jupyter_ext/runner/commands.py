@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sys
 import tarfile
 from dataclasses import dataclass, field
@@ -86,8 +87,15 @@ def _package_path(uri: str, where: str, work_dir: Path, base_dir: Path | None) -
 def _unpack_sdist(path: Path, into: Path) -> Path:
     target = into / path.name.removesuffix(".tar.gz").removesuffix(".tgz")
     if not target.exists():
-        with tarfile.open(path) as tar:
-            tar.extractall(target, filter="data")
+        partial = target.with_name(target.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        try:
+            with tarfile.open(path) as tar:
+                tar.extractall(partial, filter="data")  # no paths outside the folder, no devices
+        except (tarfile.TarError, OSError) as exc:
+            raise BackendError(f"{path}: cannot unpack the sdist: {exc}") from None
+        partial.rename(target)
     # an sdist holds one top folder, with the package inside it or inside src/
-    (root,) = [p for p in target.iterdir() if p.is_dir()] or [target]
+    tops = [p for p in target.iterdir() if p.is_dir()]
+    root = tops[0] if len(tops) == 1 else target
     return root / "src" if (root / "src").is_dir() else root

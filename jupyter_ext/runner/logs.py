@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import re
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterator, NamedTuple
@@ -62,9 +63,16 @@ class ReplicaLog:
         self.tail.extend(lines)
         self.line_count += len(lines)
         if self._on_lines:
-            self._on_lines(self.task_name, stream, stamp, lines)
+            try:
+                self._on_lines(self.task_name, stream, stamp, lines)
+            except Exception as exc:  # e.g. `vtrain run | head` closed the pipe: keep capturing to the file
+                self._on_lines = None
+                print(f"vtrain: not showing {self.task_name}'s output any more ({exc!r}); "
+                      f"it is still in {self.path}", file=sys.stderr)
 
     def close(self) -> None:
+        if self._file.closed:
+            return
         for stream in self._partial:
             self(stream, b"")
         self._file.close()

@@ -27,9 +27,10 @@ READ_SIZE = 1 << 16
 
 
 class ProcessHandle:
-    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], marker: bytes) -> None:
         self.proc = proc
         self.ident = str(proc.pid)  # also its process group ID
+        self.marker = marker  # an environment entry only this job's processes have
         self.output_done = threading.Event()
         self._open_streams = 2
 
@@ -46,10 +47,20 @@ class ProcessHandle:
         self._signal(signal.SIGKILL)
 
     def _signal(self, sig: int) -> None:
-        try:
-            os.killpg(self.proc.pid, sig)  # the group outlives its leader while children remain
-        except (ProcessLookupError, PermissionError):
-            pass
+        """Signal the replica and everything it started. While the leader is not reaped its group
+        is surely ours; after that the group ID may be reused by a new process group (IDs wrap
+        quickly on a busy machine), so only the processes still carrying the job's marker are hit."""
+        if self.proc.returncode is None:
+            try:
+                os.killpg(self.proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+            return
+        for pid in processes_with(self.marker, pgid=self.proc.pid):
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
 
     def wait_output(self, timeout: float) -> bool:
         return self.output_done.wait(timeout)
@@ -58,6 +69,26 @@ class ProcessHandle:
         self._open_streams -= 1
         if self._open_streams == 0:
             self.output_done.set()
+
+
+def _marker(job_id: str) -> bytes:
+    return f"CLOUD_ML_JOB_ID={job_id}".encode()
+
+
+def processes_with(marker: bytes, pgid: int | None = None) -> list[int]:
+    """Processes whose environment holds `marker` (and, if given, in process group `pgid`)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if pgid is not None and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[2]) != pgid:
+                continue
+            if marker in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+        except (OSError, ValueError, IndexError):
+            pass
+    return found
 
 
 class _OutputPump(threading.Thread):
@@ -141,18 +172,16 @@ class ProcessBackend:
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         except OSError as exc:
             raise BackendError(f"{replica.task_name}: cannot start {command.argv[0]!r}: {exc.strerror}") from None
-        handle = ProcessHandle(proc)
+        handle = ProcessHandle(proc, _marker(replica.env["CLOUD_ML_JOB_ID"]))
         self._pump.add(handle, sink)
         return handle
 
     def cleanup_job(self, job_id: str) -> None:
         """Kill every process of a job that an earlier supervisor could not stop (it crashed):
         replicas carry CLOUD_ML_JOB_ID, and so does everything they started."""
-        marker = f"CLOUD_ML_JOB_ID={job_id}".encode()
-        for entry in Path("/proc").iterdir():
+        for pid in processes_with(_marker(job_id)):
             try:
-                if entry.name.isdigit() and marker in (entry / "environ").read_bytes().split(b"\0"):
-                    os.kill(int(entry.name), signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
 

@@ -37,6 +37,7 @@ EXIT_CODES = {"SUCCEEDED": 0, "FAILED": 1, "CANCELLED": 130}
 SERVER_ROLES = ("parameter_server", "reduction_server")
 ERROR_TAIL = 10
 MAX_RESTARTS = 3
+LOST = -1000  # not an exit code: the backend lost contact with the replica
 
 
 @dataclass
@@ -187,8 +188,16 @@ class Supervisor:
         return True
 
     def _watch_exit(self, n: int, handle: ReplicaHandle) -> None:
-        code = handle.wait()
-        self._events.put(("exit", n, code if code is not None else -1))
+        for _attempt in range(3):  # a backend that loses contact (an engine hiccup) answers None or raises
+            try:
+                code = handle.wait()
+            except BackendError:
+                code = None
+            if code is not None:
+                self._events.put(("exit", n, code))
+                return
+            time.sleep(1.0)
+        self._events.put(("lost", n, LOST))
 
     def _supervise(self) -> tuple[str, str]:
         timeout = self.job.spec.scheduling.timeout.total_seconds() if "timeout" in self.job.spec.scheduling else 0
@@ -205,6 +214,9 @@ class Supervisor:
                 self._set_state("CANCELLING")
                 return "CANCELLED", self._cancel_reason
             replica = self.replicas[n]
+            if kind == "lost":
+                self._failed = (n, LOST)
+                return "FAILED", ""
             if code != 0 and self._restart(n, code):
                 continue
             self._exit_codes[n] = code
@@ -217,28 +229,38 @@ class Supervisor:
     def _failure(self) -> str:
         n, code = self._failed
         replica, tail = self.replicas[n], list(self._logs[n].tail)[-ERROR_TAIL:]
-        how = f"was killed by {signal.Signals(-code).name}" if code < 0 else f"exited with code {code}"
+        if code == LOST:
+            how = "could not be watched any more (its backend lost contact with it)"
+        elif code < 0:
+            how = f"was killed by {signal.Signals(-code).name}"
+        else:
+            how = f"exited with code {code}"
         detail = "\n".join(f"  {line}" for line in tail)
         return f"replica {replica.task_name} ({replica.role}) {how}" + (f"; last lines:\n{detail}" if detail else "")
 
     def _shutdown(self) -> None:
-        """Stop whatever still runs, drain output, clean the backend. Never raises."""
+        """Stop whatever still runs, drain output, clean the backend. A second Ctrl-C only
+        cuts the grace period short: every replica is still killed."""
         try:
             running = [n for n in range(len(self._handles)) if n not in self._exit_codes]
-            if self.state == "RUNNING" and self._exit_codes.get(0) == 0:
-                self._let_finish(running)
-            for n in running:
-                self._handles[n].terminate()
-            stop_by = time.monotonic() + self.stop_grace
-            for n in running:  # a replica the runner stopped keeps exit_code None
-                self._handles[n].wait(max(0.0, stop_by - time.monotonic()))
+            try:
+                if self.state == "RUNNING" and self._exit_codes.get(0) == 0:
+                    self._let_finish(running)
+                for n in running:
+                    self._handles[n].terminate()
+                stop_by = time.monotonic() + self.stop_grace
+                for n in running:  # a replica the runner stopped keeps exit_code None
+                    self._handles[n].wait(max(0.0, stop_by - time.monotonic()))
+            except KeyboardInterrupt:
+                pass
             for handle in self._handles:
                 handle.kill()  # also what a replica left behind
-            for n, handle in enumerate(self._handles):
+            for handle in self._handles:
                 handle.wait(5.0)
                 handle.wait_output(5.0)
-                self._logs[n].close()
         finally:
+            for log in self._logs:
+                log.close()
             self.backend.cleanup()
 
     def _let_finish(self, running: list[int]) -> None:

@@ -23,7 +23,7 @@ STATUS_NAMES = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 404: "NOT_FOUND
                 500: "INTERNAL"}
 JOBS = r"/v1/projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/customJobs"
 MAX_PAGE = 1000
-_LIST_FILTER = re.compile(r'\s*(state|display_name|displayName)\s*=\s*"?([^"\s]*)"?\s*(?:AND\s+|$)', re.I)
+_LIST_FILTER = re.compile(r'\s*(state|display_name|displayName)\s*=\s*(?:"([^"]*)"|([^\s"]+))\s*(?:AND\s+|$)', re.I)
 
 
 class ApiHandler(tornado.web.RequestHandler):
@@ -70,6 +70,24 @@ class ApiHandler(tornado.web.RequestHandler):
         except (json_format.ParseError, ValueError) as exc:
             raise ServiceError(400, "INVALID_ARGUMENT", f"invalid JSON body: {exc}") from None
 
+    def send_list(self, list_jobs: Any, parent: str, key: str) -> None:
+        """One page of a collection, as the List methods answer: `{key: [...], nextPageToken}`."""
+        states, name = _list_filter(self.get_query_argument("filter", ""))
+        size_text = self.get_query_argument("pageSize", "") or "0"
+        if not size_text.isdigit():
+            raise ServiceError(400, "INVALID_ARGUMENT", f"pageSize: not a whole number: {size_text!r}")
+        size = min(int(size_text), MAX_PAGE) or 100
+        after = _page_after(self.get_query_argument("pageToken", ""))
+        rows = list_jobs(parent, states=states, display_name=name, after=after, limit=size + 1)
+        ints = "enum-encoding=int" in self.get_query_argument("$alt", "")
+        body: dict[str, Any] = {key: [json_format.MessageToDict(r.resource._pb, use_integers_for_enums=ints)
+                                      for r in rows[:size]]}
+        if len(rows) > size:
+            last = rows[size - 1]
+            token = json.dumps([last.resource.create_time.strftime("%Y-%m-%dT%H:%M:%S.%fZ"), last.id])
+            body["nextPageToken"] = base64.urlsafe_b64encode(token.encode()).decode()
+        self.send(body)
+
     def parent(self, project: str, location: str) -> str:
         return f"projects/{project}/locations/{location}"
 
@@ -85,18 +103,7 @@ class CustomJobsHandler(ApiHandler):
         self.send(self.manager.create(self.parent(project, location), self.parse_body(v1.CustomJob)))
 
     def get(self, project: str, location: str) -> None:
-        states, name = _list_filter(self.get_query_argument("filter", ""))
-        size = int(self.get_query_argument("pageSize", "0") or 0)
-        size = min(size, MAX_PAGE) if size > 0 else 100
-        after = _page_after(self.get_query_argument("pageToken", ""))
-        rows = self.manager.store.list(self.parent(project, location), states=states, display_name=name,
-                                       after=after, limit=size + 1)
-        body: dict[str, Any] = {"customJobs": [json_format.MessageToDict(r.resource._pb) for r in rows[:size]]}
-        if len(rows) > size:
-            last = rows[size - 1]
-            token = json.dumps([last.resource.create_time.strftime("%Y-%m-%dT%H:%M:%S.%fZ"), last.id])
-            body["nextPageToken"] = base64.urlsafe_b64encode(token.encode()).decode()
-        self.send(body)
+        self.send_list(self.manager.store.list, self.parent(project, location), "customJobs")
 
 
 class CustomJobHandler(ApiHandler):
@@ -172,7 +179,8 @@ def _list_filter(text: str) -> tuple[list[int] | None, str | None]:
         if not m:
             raise ServiceError(400, "INVALID_ARGUMENT", f"filter: cannot read {text[pos:]!r} "
                                                         '(supported: state="JOB_STATE_..." and display_name="...", joined by AND)')
-        key, value = m.groups()
+        key, quoted, bare = m.groups()
+        value = quoted if quoted is not None else bare
         if key.lower() == "state":
             try:
                 states.append(int(v1.JobState[value.upper()]))

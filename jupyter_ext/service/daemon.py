@@ -45,7 +45,8 @@ def status() -> dict[str, Any] | None:
         info = json.loads(info_file().read_text())
     except (OSError, ValueError):
         return None
-    return info if _alive(info.get("pid", 0)) and _answers(info.get("endpoint", "")) else None
+    pid = info.get("pid", 0)
+    return info if _alive(pid) and _is_service(pid) and _answers(info.get("endpoint", "")) else None
 
 
 def ensure_running() -> dict[str, Any]:
@@ -76,12 +77,18 @@ def stop(timeout: float = 60.0) -> bool:
     if not info:
         return False
     pid = info["pid"]
-    os.kill(pid, signal.SIGTERM)
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:  # it just exited
+        return True
     deadline = time.monotonic() + timeout
-    while _alive(pid) and time.monotonic() < deadline:
+    while _alive(pid) and _is_service(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
-    if _alive(pid):
-        os.kill(pid, signal.SIGKILL)
+    if _alive(pid) and _is_service(pid):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     return True
 
 
@@ -128,6 +135,14 @@ def _alive(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state != "Z"  # a zombie has exited
+
+
+def _is_service(pid: int) -> bool:
+    """The process is a local service (process IDs are reused: a stale file must not name another)."""
+    try:
+        return b"jupyter_ext.service" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
 
 
 def _answers(endpoint: str) -> bool:

@@ -66,8 +66,9 @@ class JobManager:
         thread = threading.Thread(target=self._run, args=(stored, supervisor), name=f"job-{job_id}", daemon=True)
         with self._lock:
             self._running[job_id] = (supervisor, thread)
+        created = v1.CustomJob.deserialize(v1.CustomJob.serialize(stored.resource))  # the thread changes the original
         thread.start()
-        return stored.resource
+        return created
 
     def get(self, job_id: str) -> StoredJob:
         stored = self.store.get(job_id)
@@ -98,7 +99,7 @@ class JobManager:
         is left of their replicas is stopped. Returns their IDs."""
         recovered = []
         for stored in self.store.unfinished():
-            _stop_leftovers(stored)
+            stop_leftovers(stored.backend, stored.id)
             self._finish(stored, "JOB_STATE_FAILED", UNAVAILABLE,
                          "the local service stopped while the job was running")
             recovered.append(stored.id)
@@ -150,8 +151,12 @@ def _now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def _stop_leftovers(stored: StoredJob) -> None:
-    """Stop what a crashed service left of a job: the backend knows how to find it."""
-    cleanup = getattr(get_backend(stored.backend), "cleanup_job", None)
-    if cleanup:
-        cleanup(stored.id)
+def stop_leftovers(backend: str, *job_ids: str) -> None:
+    """Stop what a crashed service left of jobs: the backend knows how to find them. A backend
+    that is no longer installed has nothing left to stop here."""
+    try:
+        cleanup = getattr(get_backend(backend), "cleanup_job", None)
+    except WorkbenchError:
+        return
+    for job_id in job_ids if cleanup else ():
+        cleanup(job_id)

@@ -7,14 +7,11 @@ CustomJob API's `ApiHandler`. `make_app` adds `routes(args)` before its catch-al
 
 from __future__ import annotations
 
-import base64
-import json
 from typing import Any
 
 from google.cloud.aiplatform_v1 import types as v1
-from google.protobuf import json_format
 
-from .app import MAX_PAGE, ApiHandler, _list_filter, _page_after
+from .app import ApiHandler
 from .jobs import ServiceError
 from .tuning_jobs import KIND, StoredTuningJob, TuningManager, manager_for
 
@@ -45,20 +42,7 @@ class TuningJobsHandler(_TuningHandler):
         self.send(self.tuning.create(self.parent(project, location), resource))
 
     def get(self, project: str, location: str) -> None:
-        states, name = _list_filter(self.get_query_argument("filter", ""))
-        size = int(self.get_query_argument("pageSize", "0") or 0)
-        size = min(size, MAX_PAGE) if size > 0 else 100
-        after = _page_after(self.get_query_argument("pageToken", ""))
-        rows = self.tuning.list(self.parent(project, location), states=states, display_name=name, after=after,
-                                limit=size + 1)
-        ints = "enum-encoding=int" in self.get_query_argument("$alt", "")
-        jobs = [json_format.MessageToDict(r.resource._pb, use_integers_for_enums=ints) for r in rows[:size]]
-        body: dict[str, Any] = {"hyperparameterTuningJobs": jobs}
-        if len(rows) > size:
-            last = rows[size - 1]
-            token = json.dumps([last.resource.create_time.strftime("%Y-%m-%dT%H:%M:%S.%fZ"), last.id])
-            body["nextPageToken"] = base64.urlsafe_b64encode(token.encode()).decode()
-        self.send(body)
+        self.send_list(self.tuning.list, self.parent(project, location), "hyperparameterTuningJobs")
 
 
 class TuningJobHandler(_TuningHandler):

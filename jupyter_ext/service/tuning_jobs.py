@@ -43,7 +43,7 @@ from .. import paths, tuning
 from ..errors import WorkbenchError
 from ..runner import JobResult, Supervisor, get_backend
 from ..spec import JobSpec
-from .jobs import BACKEND_LABEL, CANCELLED, INVALID_ARGUMENT, UNAVAILABLE, JobManager, ServiceError
+from .jobs import BACKEND_LABEL, CANCELLED, INVALID_ARGUMENT, UNAVAILABLE, JobManager, ServiceError, stop_leftovers
 from .store import FINAL_STATES, JobStore, StoredJob
 
 KIND = "HyperparameterTuningJob"
@@ -138,9 +138,8 @@ class TuningManager:
         trials marked INFEASIBLE and what is left of their replicas stopped. Returns their IDs."""
         recovered = []
         for stored in self.store.unfinished():
-            cleanup = getattr(get_backend(stored.backend), "cleanup_job", None)
-            if cleanup:
-                cleanup(stored.id)
+            # process replicas carry the tuning job's id; containers of trial N are named `<id>-<N>`
+            stop_leftovers(stored.backend, stored.id, *(f"{stored.id}-{t.id}" for t in stored.resource.trials))
             now = _now()
             for trial in stored.resource.trials:
                 if trial.state not in (TrialState.SUCCEEDED, TrialState.INFEASIBLE):
