@@ -149,17 +149,7 @@ def submit(spec: Any, target: Target | None = None, display_name: str | None = N
     job = validate.check(JobSpec.load(spec, display_name))
     if display_name:
         job.display_name = display_name
-    resource = job.custom_job()
-    if target.local:
-        if target.backend != "process":
-            resource.labels[BACKEND_LABEL] = target.backend
-        _resolve_local_packages(resource, job)
-    else:
-        _check_cloud_packages(resource)
-        if not resource.job_spec.base_output_directory.output_uri_prefix and target.staging_bucket:
-            stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d-%H-%M-%S-%f")[:-3]
-            resource.job_spec.base_output_directory.output_uri_prefix = (
-                f"{target.staging_bucket.rstrip('/')}/aiplatform-custom-job-{stamp}")
+    resource = _prepared_custom_job(job, target, "aiplatform-custom-job")
     created = _job_client(target).create_custom_job(parent=target.parent, custom_job=resource)
     return JobHandle(created.name, target, created)
 
@@ -396,7 +386,7 @@ def submit_tuning(spec: Any, study: Any, *, max_trials: int, parallel: int = 1, 
     job = validate.check(JobSpec.load(spec, display_name))
     if display_name:
         job.display_name = display_name
-    custom = _prepared_custom_job(job, target)
+    custom = _prepared_custom_job(job, target, "aiplatform-hyperparameter-tuning-job")
     if isinstance(study, dict):
         from google.protobuf import json_format
 
@@ -424,7 +414,7 @@ def submit_tuning_request(resource: v1.HyperparameterTuningJob, target: Target |
     resource = v1.HyperparameterTuningJob(resource)
     job = tuning.trial_base_job(resource)
     job.source_dir = source_dir
-    custom = _prepared_custom_job(job, target)
+    custom = _prepared_custom_job(job, target, "aiplatform-hyperparameter-tuning-job")
     resource.trial_job_spec = custom.job_spec
     for key, value in custom.labels.items():
         resource.labels[key] = value
@@ -485,8 +475,10 @@ def read_entries(target: Target, query: str, *, follow: bool, is_final: Any, wit
         time.sleep(delay)
 
 
-def _prepared_custom_job(job: JobSpec, target: Target) -> v1.CustomJob:
-    """The CustomJob `submit` would create for `job` on `target` (packages, backend label, base output)."""
+def _prepared_custom_job(job: JobSpec, target: Target, output_prefix: str) -> v1.CustomJob:
+    """The CustomJob to create for `job` on `target`: local package paths made absolute and the
+    backend label, or on Vertex AI a base output directory under the staging bucket (as the SDK
+    names it, `<bucket>/<output_prefix>-<time>`)."""
     resource = job.custom_job()
     if target.local:
         if target.backend != "process":
@@ -497,5 +489,5 @@ def _prepared_custom_job(job: JobSpec, target: Target) -> v1.CustomJob:
         if not resource.job_spec.base_output_directory.output_uri_prefix and target.staging_bucket:
             stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d-%H-%M-%S-%f")[:-3]
             resource.job_spec.base_output_directory.output_uri_prefix = (
-                f"{target.staging_bucket.rstrip('/')}/aiplatform-hyperparameter-tuning-job-{stamp}")
+                f"{target.staging_bucket.rstrip('/')}/{output_prefix}-{stamp}")
     return resource
