@@ -72,8 +72,8 @@ def cmd_build(args: argparse.Namespace, out: TextIO | None = None) -> int:
                                        name=images.source_name(source))
     except (images.BuildError, images.PushError, images.EngineError) as exc:
         printer.finish_line()
-        print(f"vtrain: error: {exc}", file=out, flush=True)
-        return 1
+        print(f"vtrain: error: {exc}", file=sys.stderr, flush=True)
+        return 1  # the build failed (as `vtrain run` says for a failed job); usage errors are 2
     printer.finish_line()
     if result.digest:
         print(f"vtrain: image {result.reference} (tags: {', '.join(result.tags)})", file=out, flush=True)

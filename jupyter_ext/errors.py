@@ -65,3 +65,19 @@ class PullError(ImageError):
 
 class EngineError(BackendError):
     """The Docker engine cannot be reached."""
+
+
+class FilterError(WorkbenchError):
+    """A log filter, order or page token the service cannot use (answered as 400 INVALID_ARGUMENT)."""
+
+    def __init__(self, message: str, position: int | None = None) -> None:
+        self.position = position  # 0-based index into the filter text
+        super().__init__(message if position is None else f"filter: {message} at position {position}")
+
+
+class ServiceError(WorkbenchError):
+    """An error of the local service's API: HTTP status, google.rpc status name and message."""
+
+    def __init__(self, http: int, status: str, message: str) -> None:
+        self.http, self.status = http, status
+        super().__init__(message)

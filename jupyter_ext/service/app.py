@@ -16,8 +16,9 @@ import tornado.web
 from google.cloud.aiplatform_v1 import types as v1
 from google.protobuf import json_format
 
+from ..errors import ServiceError
 from . import log_entries
-from .jobs import JobManager, ServiceError
+from .jobs import JobManager
 
 STATUS_NAMES = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 404: "NOT_FOUND", 405: "METHOD_NOT_ALLOWED",
                 500: "INTERNAL"}

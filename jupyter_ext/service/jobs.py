@@ -15,7 +15,7 @@ from pathlib import Path
 from google.cloud.aiplatform_v1 import types as v1
 
 from .. import validate
-from ..errors import WorkbenchError
+from ..errors import ServiceError, WorkbenchError
 from ..paths import new_job_id
 from ..runner import Supervisor, get_backend
 from ..spec import JobSpec
@@ -24,14 +24,6 @@ from .store import FINAL_STATES, JobStore, StoredJob
 BACKEND_LABEL = "vtrain-backend"  # a job label that picks the runner backend (process, docker)
 # google.rpc.Code values for a job's `error`
 CANCELLED, INVALID_ARGUMENT, DEADLINE_EXCEEDED, UNAVAILABLE = 1, 3, 4, 14
-
-
-class ServiceError(WorkbenchError):
-    """An API error: HTTP status, google.rpc status name and message."""
-
-    def __init__(self, http: int, status: str, message: str) -> None:
-        self.http, self.status = http, status
-        super().__init__(message)
 
 
 class JobManager:

@@ -33,7 +33,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
-from jupyter_ext.errors import WorkbenchError
+from ..errors import FilterError
 from jupyter_ext.runner.logs import LogLine, read_log
 
 SEVERITIES = {"DEFAULT": 0, "DEBUG": 100, "INFO": 200, "NOTICE": 300, "WARNING": 400, "ERROR": 500,
@@ -46,14 +46,6 @@ TRIAL_FIELDS = ('labels."ml.googleapis.com/trial_id"', "labels.trial_id")
 Entry = dict[str, Any]
 # ("true",) ("and"|"or", a, b) ("not", a) ("global", value, pos) ("cmp", path, op, value, quoted, value_pos)
 Node = tuple
-
-
-class FilterError(WorkbenchError):
-    """A filter, order or page token the service cannot use (answered as 400 INVALID_ARGUMENT)."""
-
-    def __init__(self, message: str, position: int | None = None) -> None:
-        self.position = position  # 0-based index into the filter text
-        super().__init__(message if position is None else f"filter: {message} at position {position}")
 
 
 # ---------------------------------------------------------------- parsing

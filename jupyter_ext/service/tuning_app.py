@@ -12,7 +12,7 @@ from typing import Any
 from google.cloud.aiplatform_v1 import types as v1
 
 from .app import ApiHandler
-from .jobs import ServiceError
+from ..errors import ServiceError
 from .tuning_jobs import KIND, StoredTuningJob, TuningManager, manager_for
 
 TUNING_JOBS = r"/v1/projects/(?P<project>[^/]+)/locations/(?P<location>[^/]+)/hyperparameterTuningJobs"
