@@ -23,6 +23,7 @@ test: install-system install-test
 
 # Benchmarks (not part of the tests): ratios measured side by side in one run.
 bench: install-test
+	$(PYTHON) tests/benchmarks/bench_cli.py
 	$(PYTHON) tests/benchmarks/bench_orchestration.py
 	$(PYTHON) tests/benchmarks/bench_service.py
 	$(PYTHON) tests/benchmarks/bench_logs.py

@@ -5,13 +5,15 @@ __version__ = "0.1.0"
 
 def load_ipython_extension(ipython):  # type: ignore[no-untyped-def]
     """`%load_ext jupyter_ext`: the magics, and `vertex_pools()` in the notebook's namespace."""
+    import importlib.util
+
     from .magics import VertexTrainMagics
 
     ipython.register_magics(VertexTrainMagics)
-    try:
-        from widgets import vertex_pools
-    except ImportError:  # the widgets need ipywidgets
+    if importlib.util.find_spec("ipywidgets") is None:  # the widgets need ipywidgets
         return
+    from widgets import vertex_pools
+
     ipython.push({"vertex_pools": vertex_pools})
 
 

@@ -1,7 +1,9 @@
 """Machine types, accelerators and Reduction Server facts for Vertex AI training.
 
 The data lives in `data/catalog.json`, hand-written from vertex-facts.md
-sections D and E. This module only reads it and answers questions about it.
+sections D and E. This module only reads it and answers questions about it,
+including how many reducers a job's workers need (`reducer_suggestion`). It also
+holds the workbench's defaults: `DEFAULT_MACHINE` and `DEFAULT_REGION`.
 """
 
 from __future__ import annotations
@@ -13,9 +15,13 @@ from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
-from google.cloud.aiplatform_v1.types import AcceleratorType
+if TYPE_CHECKING:
+    from .spec import JobSpec
+
+DEFAULT_MACHINE = "n1-standard-4"  # the codelab's machine: every pool the user does not size
+DEFAULT_REGION = "us-central1"  # where a job goes when no region is given
 
 
 def _frozen_map() -> Any:
@@ -41,10 +47,10 @@ class Machine:
 
     @property
     def label(self) -> str:
-        """E.g. "n1-standard-8 (8 vCPU, 30 GB)"; just the name when sizes are unknown."""
+        """E.g. "n1-standard-8 — 8 vCPU, 30 GB"; just the name when sizes are unknown."""
         if self.vcpus is None or self.memory_gb is None:
             return self.name
-        return f"{self.name} ({self.vcpus} vCPU, {self.memory_gb:g} GB)"
+        return f"{self.name} — {self.vcpus} vCPU, {self.memory_gb:g} GB"
 
 
 def _machine(d: dict[str, Any]) -> Machine:
@@ -79,22 +85,22 @@ def _machines() -> dict[str, Machine]:
     return {d["name"]: _machine(d) for d in _data()["machines"]}
 
 
-def _check() -> None:
-    """Fail at import if the data names an accelerator the SDK does not know."""
-    known = set(AcceleratorType.__members__)
+def data_problems() -> list[str]:
+    """What is wrong with the data file: accelerators the API does not know, or without an entry."""
+    from google.cloud.aiplatform_v1.types import AcceleratorType
+
     accelerators = _data()["accelerators"]
     used = set(accelerators)
     for m in _machines().values():
         used |= set(m.gpus) | set(m.tpu_accelerators) | set(m.tpu_accelerator_optional)
         if m.fixed_accelerator:
             used.add(m.fixed_accelerator[0])
-    if bad := sorted(used - known):
-        raise RuntimeError(f"catalog.json names unknown AcceleratorType members: {bad}")
+    found = []
+    if bad := sorted(used - set(AcceleratorType.__members__)):
+        found.append(f"catalog.json names unknown AcceleratorType members: {bad}")
     if missing := sorted(used - set(accelerators)):
-        raise RuntimeError(f"catalog.json 'accelerators' lacks: {missing}")
-
-
-_check()
+        found.append(f"catalog.json 'accelerators' lacks: {missing}")
+    return found
 
 RECOMMENDED_REDUCER: str = _data()["recommended_reducer"]
 
@@ -225,4 +231,30 @@ def suggest_reducers(
         f"{worker_gbps_total:g} Gbps / {per:g} Gbps per {reducer_machine} = "
         f"{round(ratio, 1):g} -> {count} reducer{'s' if count != 1 else ''}"
     )
+    return count, text
+
+
+def reducer_suggestion(job: JobSpec) -> tuple[int, str]:
+    """Reducers matching the bandwidth of the job's pools 0 and 1, and the arithmetic as text.
+
+    E.g. (16, "Workers: 1 x n1-highmem-96 with 8 x NVIDIA V100 at 100 Gbps + 4 x ... = 500 Gbps.
+    Reducers: 500 Gbps / 32 Gbps per n1-highcpu-16 = 15.6 -> 16 reducers (16 x n1-highcpu-16 = 512 Gbps).")
+    """
+    parts: list[str] = []
+    pools: list[tuple[str, str | None, int, int]] = []
+    for pos, pool in job.pools:
+        if pos > 1:
+            continue
+        ms = pool.machine_spec
+        accel = ms.accelerator_type.name if ms.accelerator_type else None
+        gbps = egress_gbps(ms.machine_type, accel, ms.accelerator_count)
+        pools.append((ms.machine_type, accel, ms.accelerator_count, pool.replica_count))
+        gpus = f" with {ms.accelerator_count} x {accelerator_label(accel)}" if accel else ""
+        speed = f" at {gbps:g} Gbps" if gbps else " (bandwidth unknown, counted as 0)"
+        parts.append(f"{pool.replica_count} x {ms.machine_type}{gpus}{speed}")
+    total = workers_bandwidth(pools)
+    count, arithmetic = suggest_reducers(total)
+    per = egress_gbps(RECOMMENDED_REDUCER) or 0
+    text = (f"Workers: {' + '.join(parts)} = {total:g} Gbps. Reducers: {arithmetic} "
+            f"({count} x {RECOMMENDED_REDUCER} = {count * per:g} Gbps).")
     return count, text

@@ -24,16 +24,13 @@ from . import catalog, cluster, packaging, paths, validate
 from .errors import WorkbenchError
 from .spec import JobSpec, pool_image
 
-DEFAULT_MACHINE = "n1-standard-4"
-REDUCER_MACHINE = catalog.RECOMMENDED_REDUCER
-
 
 @dataclass
 class Layout:
     """The inline flags of `%%vertex_train` for the common layouts."""
 
     workers: int = 0
-    machine_type: str = DEFAULT_MACHINE
+    machine_type: str = catalog.DEFAULT_MACHINE
     accelerator: str = ""  # TYPE:COUNT
     ps: int = 0
     evaluators: int = 0
@@ -57,7 +54,7 @@ def layout_job(layout: Layout, name: str) -> JobSpec:
     if layout.ps:
         pools.append(_pool({"machine_type": layout.machine_type}, layout.ps))
     elif layout.reduction_server:
-        pools.append(_pool({"machine_type": REDUCER_MACHINE}, layout.reduction_server,
+        pools.append(_pool({"machine_type": catalog.RECOMMENDED_REDUCER}, layout.reduction_server,
                            catalog.reduction_server_image()))
     else:
         pools.append({})

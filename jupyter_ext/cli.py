@@ -1,6 +1,8 @@
 """`vtrain`: validate, inspect and run Vertex AI jobs on this machine.
 
 User mistakes print one `vtrain: error: ...` line per problem and exit 2; no traceback.
+Each command imports what it needs when it runs, so `vtrain --help` and argument
+errors never load the Vertex AI client library.
 """
 
 from __future__ import annotations
@@ -10,13 +12,18 @@ import json
 import signal
 import sys
 import threading
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from . import build_cli, cluster, validate
+from . import build_cli, states
 from .errors import WorkbenchError
-from .spec import FORMATS, JobSpec
+from .names import ADDRESS_STYLES, FORMATS
+
+if TYPE_CHECKING:
+    from .launch import Target
+    from .spec import JobSpec
 
 USAGE_ERROR = 2
+GCLOUD_COMMAND = "gcloud-command"  # `convert --to`: the `gcloud ai custom-jobs create` command line
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -67,7 +74,7 @@ def _parser() -> argparse.ArgumentParser:
     i.add_argument("spec", metavar="SPEC", help=spec_help)
     i.add_argument("--json", action="store_true", help="print a JSON list, one object per replica")
     i.add_argument("--trial", metavar="N", help="show the environment of hyperparameter tuning trial N")
-    i.add_argument("--addresses", choices=cluster.ADDRESS_STYLES, default="cloud",
+    i.add_argument("--addresses", choices=ADDRESS_STYLES, default="cloud",
                    help="address style: cloud (Vertex placeholders, port 2222), process (127.0.0.1), "
                         "docker (workerpool{P}-{i}:2222); default: cloud")
     i.add_argument("--replica", metavar="TASK_NAME", help="only this replica, e.g. workerpool1-0, with its full "
@@ -77,10 +84,13 @@ def _parser() -> argparse.ArgumentParser:
     i.set_defaults(func=cmd_inspect)
 
     c = sub.add_parser("convert", help="write a job in another format",
-                       description="Load a job in any accepted format and write it in another.")
+                       description="Load a job in any accepted format and write it in another, or as the "
+                                   "equivalent `gcloud ai custom-jobs create` command line.")
     c.add_argument("spec", metavar="SPEC", help=spec_help)
-    c.add_argument("--to", choices=FORMATS, default="rest", help="output format (default: rest)")
+    c.add_argument("--to", choices=(*FORMATS, GCLOUD_COMMAND), default="rest", help="output format (default: rest)")
     c.add_argument("--yaml", action="store_true", help="YAML instead of JSON")
+    c.add_argument("--region", metavar="REGION", help=f"with --to {GCLOUD_COMMAND}: the Vertex AI region "
+                   "(default: $CLOUD_ML_REGION, else us-central1)")
     c.set_defaults(func=cmd_convert)
 
     r = sub.add_parser("run", help="run the whole job on this machine",
@@ -167,41 +177,66 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _target_flags(p: argparse.ArgumentParser, staging: bool = False) -> None:
+    p.add_argument("--vertex", action="store_true", help="use Vertex AI (default: the local service); implied by "
+                   "--project and --endpoint; see the README's 'Where jobs run' for the defaults")
     p.add_argument("--project", metavar="PROJECT", help="use Vertex AI in this Google Cloud project "
-                   "(default: the local service)")
-    p.add_argument("--region", metavar="REGION", help="Vertex AI region, e.g. us-central1")
+                   "(default with --vertex: $GOOGLE_CLOUD_PROJECT)")
+    p.add_argument("--region", metavar="REGION", help="Vertex AI region (default: $CLOUD_ML_REGION, else us-central1)")
+    p.add_argument("--endpoint", metavar="URL", help="a Vertex AI API endpoint other than Google's (for Cloud "
+                   "Logging too)")
     if staging:
-        p.add_argument("--staging-bucket", metavar="GS_URI", default="",
-                       help="gs:// bucket for outputs (base output directory) on Vertex AI")
+        p.add_argument("--staging-bucket", metavar="GS_URI", help="gs:// bucket for outputs (base output "
+                       "directory) on Vertex AI")
 
 
-def _target(args: argparse.Namespace) -> Any:
+def _target(args: argparse.Namespace) -> Target:
     from .launch import Target
 
-    if args.project or args.region:
-        return Target.vertex(args.project, args.region, getattr(args, "staging_bucket", ""))
-    return Target(backend=getattr(args, "backend", "process"))
+    vertex = bool(args.vertex or args.project or args.region or args.endpoint)
+    return Target.resolve(vertex=vertex, project=args.project, region=args.region,
+                          staging_bucket=getattr(args, "staging_bucket", None), endpoint=args.endpoint,
+                          backend=getattr(args, "backend", None))
 
 
 def _load(path: str, name: str | None = None) -> JobSpec:
+    from .spec import JobSpec
+
     job = JobSpec.load(path)
     if name:
         job.display_name = name
     return job
 
 
+def _print_table(rows: Sequence[Sequence[str]]) -> None:
+    """Columns padded to their widest cell; the last column is not padded."""
+    widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]) - 1)]
+    for row in rows:
+        print("  ".join([cell.ljust(w) for cell, w in zip(row, widths)] + [row[-1]]).rstrip())
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
+    from . import validate
+
     validate.check(_load(args.spec))
     print("ok")
     return 0
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
-    sys.stdout.write(_load(args.spec).dump(args.to, as_yaml=args.yaml))
+    job = _load(args.spec)
+    if args.to == GCLOUD_COMMAND:
+        from . import exports
+        from .launch.target import resolve_region
+
+        sys.stdout.write(exports.gcloud_command(job, resolve_region(args.region)))
+    else:
+        sys.stdout.write(job.dump(args.to, as_yaml=args.yaml))
     return 0
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
+    from . import cluster, validate
+
     job = validate.check(_load(args.spec))
     reps = cluster.replicas(job, trial=args.trial, style=args.addresses, legacy=args.legacy)
     if args.replica:
@@ -214,17 +249,14 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     elif args.replica:
         _print_env(reps[0])
     else:
-        _print_table(job, reps, args.addresses)
+        _print_replicas(job, reps, args.addresses)
     return 0
 
 
-def _print_table(job: JobSpec, reps: list[cluster.Replica], style: str) -> None:
+def _print_replicas(job: JobSpec, reps: list[Any], style: str) -> None:
     print(f"{job.display_name}: {len(reps)} replica(s), {style} addresses")
-    rows = [("TASK", "ROLE", "TF_CONFIG TASK", "ADDRESS")]
-    rows += [(r.task_name, r.role, f"{r.tf_task}:{r.index}" if r.tf_task else "-", r.address) for r in reps]
-    widths = [max(len(row[c]) for row in rows) for c in range(3)]
-    for row in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[3])
+    _print_table([("TASK", "ROLE", "TF_CONFIG TASK", "ADDRESS")] +
+                 [(r.task_name, r.role, f"{r.tf_task}:{r.index}" if r.tf_task else "-", r.address) for r in reps])
     first = reps[0].env
     if "TF_CONFIG" in first:
         print(f"TF_CONFIG cluster (every replica): {json.dumps(json.loads(first['TF_CONFIG'])['cluster'])}")
@@ -234,7 +266,7 @@ def _print_table(job: JobSpec, reps: list[cluster.Replica], style: str) -> None:
     print("Full environment of one replica: vtrain inspect SPEC --replica TASK_NAME")
 
 
-def _print_env(replica: cluster.Replica) -> None:
+def _print_env(replica: Any) -> None:
     print(f"{replica.task_name} ({replica.role}) at {replica.address}")
     for key in sorted(replica.env):
         value = replica.env[key]
@@ -244,7 +276,8 @@ def _print_env(replica: cluster.Replica) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .runner import FINAL_STATES, Supervisor  # keeps `vtrain validate` quick
+    from . import validate
+    from .runner import Supervisor
 
     job = validate.check(_load(args.spec, args.name))
     lock = threading.Lock()
@@ -260,7 +293,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"vtrain: {text}", flush=True)
 
     sup = Supervisor(job, backend=args.backend, job_dir=args.job_dir, on_lines=None if args.quiet else echo,
-                     on_note=say, on_state=lambda state: state in FINAL_STATES or say(f"job {sup.job_id} {state}"))
+                     on_note=say, on_state=lambda state: states.is_final(state) or say(f"job {sup.job_id} {state}"))
     say(f"job {sup.job_id} ({job.display_name}): {job.replica_count} replica(s), logs in {sup.job_dir / 'logs'}")
     previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
@@ -274,7 +307,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    from .launch import EXIT_CODES, submit
+    from .launch import submit
 
     handle = submit(_load(args.spec), _target(args), display_name=args.name)
     where = handle.console_url or "the local service"
@@ -290,31 +323,25 @@ def cmd_submit(args: argparse.Namespace) -> int:
     state = handle.wait()
     if handle.error:
         print(handle.error)
-    print(f"job {handle.id} {state.removeprefix('JOB_STATE_')}")
-    return EXIT_CODES.get(state, 1)
+    print(f"job {handle.id} {states.short(state)}")
+    return states.exit_code(state)
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
-    from .launch import list_jobs
+    from .launch import job_row, list_jobs
 
-    state = args.state.upper() if args.state else ""
-    if state and not state.startswith("JOB_STATE_"):
-        state = "JOB_STATE_" + state
-    jobs = list_jobs(_target(args), f'state="{state}"' if state else "")
+    target = _target(args)
+    jobs = list_jobs(target, f'state="{states.name(args.state)}"' if args.state else "")
     if args.json:
         from .spec import message_to_dict
 
         print(json.dumps([message_to_dict(j) for j in jobs], indent=2))
         return 0
-    rows = [("ID", "STATE", "REPLICAS", "CREATED", "NAME")]
-    for j in jobs:
-        replicas = sum(p.replica_count for p in j.job_spec.worker_pool_specs)
-        created = j.create_time.strftime("%Y-%m-%d %H:%M:%S") if j.create_time else ""
-        rows.append((j.name.rsplit("/", 1)[1], j.state.name.removeprefix("JOB_STATE_"), str(replicas), created,
-                     j.display_name))
-    widths = [max(len(r[c]) for r in rows) for c in range(4)]
-    for r in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(r, widths)) + "  " + r[4])
+    rows = [job_row(job, target.local) for job in jobs]
+    _print_table([("ID", "STATE", "REPLICAS", "CREATED", "NAME")] +
+                 [(r["id"], states.short(r["state"]), str(r["replicas"]),
+                   r["create_time"].strftime("%Y-%m-%d %H:%M:%S") if r["create_time"] else "", r["display_name"])
+                  for r in rows])
     return 0
 
 
@@ -387,20 +414,16 @@ def cmd_service(args: argparse.Namespace) -> int:
 def cmd_tune(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from google.cloud.aiplatform_v1 import types as v1
-
     from . import tuning
-    from .launch import EXIT_CODES, submit_tuning_request
+    from .launch import submit_tuning, tuning_request
 
     resource = tuning.load_request(args.spec)
     source_dir = Path(args.spec).resolve().parent if Path(args.spec).is_file() else None
     if resource is None:
         if not args.params or not args.metric:
             raise WorkbenchError("--params and --metric: both are needed unless SPEC is a HyperparameterTuningJob")
-        job = _load(args.spec, args.name)
-        source_dir = job.source_dir
-        resource = v1.HyperparameterTuningJob(display_name=job.display_name, trial_job_spec=job.custom_job_spec(),
-                                              labels=job.labels, max_trial_count=10, parallel_trial_count=1)
+        resource = tuning_request(_load(args.spec, args.name), tuning.study_spec(args.params, args.metric),
+                                  max_trials=10)
     if args.params or args.metric:
         study = resource.study_spec
         if args.params:
@@ -415,7 +438,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
             setattr(resource, name, getattr(args, flag))
     if args.name:
         resource.display_name = args.name
-    handle = submit_tuning_request(resource, _target(args), source_dir)
+    handle = submit_tuning(resource, _target(args), source_dir=source_dir)
     print(f"submitted {handle.name} ({handle.console_url or 'the local service'})")
     for note in tuning.notices(resource):
         print(f"note: {note}")
@@ -431,8 +454,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if final.error.message:
         print(final.error.message)
     print(tuning.summary(final))
-    print(f"tuning job {handle.id} {state.removeprefix('JOB_STATE_')}")
-    return EXIT_CODES.get(state, 1)
+    print(f"tuning job {handle.id} {states.short(state)}")
+    return states.exit_code(state)
 
 
 def _follow_trials(handle: Any, poll: float = 1.0) -> str:
@@ -440,7 +463,6 @@ def _follow_trials(handle: Any, poll: float = 1.0) -> str:
     import time
 
     from . import tuning
-    from .launch import FINAL
 
     shown: dict[str, str] = {}
     while True:
@@ -457,7 +479,7 @@ def _follow_trials(handle: Any, poll: float = 1.0) -> str:
             if state == "INFEASIBLE":
                 detail = f": {_one_line(trial.infeasible_reason)}"
             print(f"trial {trial.id} {state}{detail}  [{params}]", flush=True)
-        if resource.state.name in FINAL:
+        if states.is_final(resource.state):
             return resource.state.name
         time.sleep(poll)
 
@@ -482,9 +504,7 @@ def _print_trials(resource: Any) -> None:
         value = tuning.metric_value(trial, metric)
         rows.append((trial.id, trial.state.name, "-" if value is None else f"{value:.6g}",
                      *(tuning.format_value(params[n]) if n in params else "-" for n in names)))
-    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
-    for r in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip())
+    _print_table(rows)
 
 
 def _interrupt(_signum: int, _frame: Any) -> None:

@@ -37,9 +37,8 @@ from typing import Any, Sequence
 
 from . import catalog
 from .errors import SpecError
+from .names import ADDRESS_STYLES
 from .spec import JobSpec, message_to_dict, pool_image
-
-ADDRESS_STYLES = ("cloud", "process", "docker")
 VERTEX_PORT = 2222
 # Process-style ports when none are given (inspection): gcloud's local train default.
 FIRST_LOCAL_PORT = 27182

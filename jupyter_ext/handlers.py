@@ -17,9 +17,7 @@ not exist is a 404 JSON error, a user mistake (WorkbenchError) a 400.
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
-import os
 import re
 import time
 from datetime import datetime, timezone
@@ -30,10 +28,10 @@ from google.cloud.aiplatform_v1 import types as v1
 from jupyter_server.auth.decorator import authorized
 from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
-from traitlets import Float, Unicode, default
+from traitlets import Float, Unicode
 from traitlets.config import Configurable
 
-from . import cluster, launch, paths
+from . import cluster, launch, paths, states
 from .errors import WorkbenchError
 from .spec import JobSpec, message_to_dict
 
@@ -84,36 +82,33 @@ def setup_handlers(web_app: Any, config: VertexTrain | None = None) -> None:
 class VertexTrain(Configurable):
     """Server-side settings of the Training Jobs panel (`c.VertexTrain.project = ...`)."""
 
-    project = Unicode(help="Google Cloud project whose Vertex AI jobs the panel also lists "
-                           "(default: $GOOGLE_CLOUD_PROJECT; empty: local jobs only)").tag(config=True)
-    region = Unicode(help="Vertex AI region of those jobs (default: $CLOUD_ML_REGION)").tag(config=True)
+    project = Unicode(help="Google Cloud project whose Vertex AI jobs the panel also lists (default: as "
+                           "everywhere, see the README's 'Where jobs run'; none: local jobs only)").tag(config=True)
+    region = Unicode(help="Vertex AI region of those jobs (default: $CLOUD_ML_REGION, else us-central1)"
+                     ).tag(config=True)
     vertex_timeout = Float(20.0, help="seconds to wait for Vertex AI before the list reports it as failing"
                            ).tag(config=True)
     vertex_cache = Float(10.0, help="seconds a Vertex AI job list is reused (the panel refreshes every 2 s)"
                          ).tag(config=True)
-
-    @default("project")
-    def _default_project(self) -> str:
-        return os.environ.get("GOOGLE_CLOUD_PROJECT", "")
-
-    @default("region")
-    def _default_region(self) -> str:
-        return os.environ.get("CLOUD_ML_REGION", "")
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.vertex_jobs: tuple[float, list[v1.CustomJob]] | None = None  # (when listed, jobs): the cache
 
     def vertex_target(self) -> launch.Target | None:
-        return launch.Target.vertex(self.project, self.region) if self.project and self.region else None
+        """Vertex AI's place for the panel, resolved as everywhere else; None without a project."""
+        try:
+            return launch.Target.resolve(vertex=True, project=self.project or None, region=self.region or None)
+        except WorkbenchError:
+            return None
 
     def target(self, source: str) -> launch.Target:
         if source == "local":
             return launch.Target()
         target = self.vertex_target()
         if target is None:
-            raise WorkbenchError("source=vertex: no Vertex AI project and region are configured (set "
-                                 "c.VertexTrain.project/region, or GOOGLE_CLOUD_PROJECT and CLOUD_ML_REGION)")
+            raise WorkbenchError("source=vertex: no Vertex AI project is configured (set c.VertexTrain.project "
+                                 "or GOOGLE_CLOUD_PROJECT)")
         return target
 
 
@@ -138,7 +133,7 @@ class BaseHandler(APIHandler):
             raise tornado.web.HTTPError(400, f"source: {source!r} is not one of {', '.join(SOURCES)}")
         return source
 
-    def handle(self, job_id: str) -> launch.JobHandle:
+    def handle(self, job_id: str) -> launch.Handle:
         if not _VALID_JOB_ID.fullmatch(job_id):
             raise tornado.web.HTTPError(404, f"CustomJob {job_id!r} does not exist")
         try:
@@ -174,11 +169,11 @@ class JobsHandler(BaseHandler):
             sources.append({"source": "vertex", "parent": vertex.parent})
         listed = await asyncio.gather(self._local(), self._vertex(vertex), return_exceptions=True)
         jobs: list[dict[str, Any]] = []
-        for (source, _), result in zip((("local", None), ("vertex", vertex)), listed):
+        for source, result in zip(("local", "vertex"), listed):
             if isinstance(result, BaseException):
                 errors.append({"source": source, "message": _message(result)})
             else:
-                jobs += [summary(job, source, now) for job in result]
+                jobs += [summary(job, source == "local", now) for job in result]
         jobs.sort(key=lambda j: j["create_time"] or "", reverse=True)
         self.reply({"jobs": jobs[:MAX_JOBS], "truncated": len(jobs) > MAX_JOBS, "sources": sources,
                     "errors": errors, "now": _iso(now)})
@@ -206,10 +201,10 @@ class JobHandler(BaseHandler):
     @tornado.web.authenticated
     @authorized
     async def get(self, job_id: str) -> None:
-        source, handle = self.source(), self.handle(job_id)
+        handle = self.handle(job_id)
         resource = await self.call(handle.refresh)
-        self.reply({"summary": summary(resource, source, datetime.now(timezone.utc)),
-                    "job": message_to_dict(resource), **replica_environment(resource, source)})
+        self.reply({"summary": summary(resource, handle.target.local, datetime.now(timezone.utc)),
+                    "job": message_to_dict(resource), **replica_environment(handle)})
 
 
 class LogsHandler(BaseHandler):
@@ -226,7 +221,10 @@ class LogsHandler(BaseHandler):
             raise tornado.web.HTTPError(400, "limit: not a number") from None
         if not 1 <= limit <= MAX_PAGE_SIZE:
             raise tornado.web.HTTPError(400, f"limit: between 1 and {MAX_PAGE_SIZE}")
-        cursor = Cursor.decode(self.get_query_argument("cursor", ""))
+        try:
+            cursor = launch.LogCursor.decode(self.get_query_argument("cursor", ""))
+        except WorkbenchError as exc:
+            raise tornado.web.HTTPError(400, str(exc)) from None
         self.reply(await self.call(read_log_page, handle, replica, cursor, limit))
 
 
@@ -234,50 +232,32 @@ class CancelHandler(BaseHandler):
     @tornado.web.authenticated
     @authorized
     async def post(self, job_id: str) -> None:
-        source, handle = self.source(), self.handle(job_id)
+        handle = self.handle(job_id)
         await self.call(handle.cancel)
         resource = await self.call(handle.refresh)
-        self.reply({"summary": summary(resource, source, datetime.now(timezone.utc))})
+        self.reply({"summary": summary(resource, handle.target.local, datetime.now(timezone.utc))})
 
 
 # ---- what the handlers answer -------------------------------------------------------------
 
-def summary(job: v1.CustomJob, source: str, now: datetime) -> dict[str, Any]:
-    """One row of the panel's table."""
-    start, end = job.start_time, job.end_time
-    _, project, _, region, _, job_id = job.name.split("/")
-    console = "" if source == "local" else launch.CONSOLE.format(region=region, job=job_id, project=project)
-    return {
-        "id": job_id,
-        "name": job.name,
-        "source": source,
-        "display_name": job.display_name,
-        "state": job.state.name,
-        "final": job.state.name in launch.FINAL,
-        "replicas": sum(p.replica_count for p in job.job_spec.worker_pool_specs),
-        "backend": job.labels.get(launch.BACKEND_LABEL, "process") if source == "local" else "vertex",
-        "create_time": _iso(job.create_time),
-        "start_time": _iso(start),
-        "end_time": _iso(end),
-        "duration": round(((end or now) - start).total_seconds(), 3) if start else None,
-        "error": job.error.message,
-        "console_url": console,
-    }
+def summary(job: v1.CustomJob, local: bool, now: datetime) -> dict[str, Any]:
+    """One row of the panel's table (times as RFC 3339 text)."""
+    row = launch.job_row(job, local, now)
+    return {**row, **{key: _iso(row[key]) for key in ("create_time", "start_time", "end_time")}}
 
 
-def replica_environment(resource: v1.CustomJob, source: str) -> dict[str, Any]:
+def replica_environment(handle: launch.Handle) -> dict[str, Any]:
     """Every replica's TF_CONFIG and CLUSTER_SPEC, from `cluster.replicas`, as the job's replicas see them.
 
     A local job that ran records its replicas' addresses (`<job dir>/status.json`); they are used when
     present, so process-backend ports are the real ones. Cloud addresses are placeholders until Vertex runs it.
     """
-    backend = resource.labels.get(launch.BACKEND_LABEL, "process") if source == "local" else "cloud"
-    style = backend if backend in ("process", "docker") else "cloud"
-    job_id = resource.name.rsplit("/", 1)[-1]
+    style = handle.address_style
+    recorded = handle.target.local and style == "process"
     try:
-        job = JobSpec.load(resource)
-        ports = _recorded_ports(job_id, job.replica_count) if source == "local" and style == "process" else None
-        replicas = cluster.replicas(job, style=style, job_id=job_id, ports=ports)
+        job = JobSpec.load(handle.resource)
+        ports = _recorded_ports(handle.id, job.replica_count) if recorded else None
+        replicas = cluster.replicas(job, style=style, job_id=handle.id, ports=ports)
     except (WorkbenchError, ValueError) as exc:
         return {"address_style": style, "replicas": [], "replicas_error": str(exc)}
     rows = []
@@ -286,8 +266,7 @@ def replica_environment(resource: v1.CustomJob, source: str) -> dict[str, Any]:
                      "tf_task": r.tf_task, "address": r.address,
                      "TF_CONFIG": json.loads(r.env["TF_CONFIG"]) if "TF_CONFIG" in r.env else None,
                      "CLUSTER_SPEC": json.loads(r.env["CLUSTER_SPEC"]) if "CLUSTER_SPEC" in r.env else None})
-    return {"address_style": style, "addresses_recorded": bool(source == "local" and style == "process" and ports),
-            "replicas": rows}
+    return {"address_style": style, "addresses_recorded": bool(recorded and ports), "replicas": rows}
 
 
 def _recorded_ports(job_id: str, count: int) -> list[int] | None:
@@ -299,57 +278,17 @@ def _recorded_ports(job_id: str, count: int) -> list[int] | None:
     return ports if len(ports) == count else None
 
 
-class Cursor:
-    """Where a reader of a job's log stopped: the last timestamp read, and how many
-    entries stamped exactly then were read (the API orders entries of one timestamp
-    the same way every time: by insertId). Opaque to the client."""
-
-    def __init__(self, since: str = "", at_since: int = 0) -> None:
-        self.since, self.at_since = since, at_since
-
-    def encode(self) -> str:
-        raw = json.dumps([self.since, self.at_since], separators=(",", ":")).encode()
-        return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-    @classmethod
-    def decode(cls, text: str) -> Cursor:
-        if not text:
-            return cls()
-        try:
-            since, at_since = json.loads(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)))
-            if not isinstance(since, str) or not isinstance(at_since, int) or at_since < 0:
-                raise ValueError(text)
-            if since:
-                datetime.strptime(since, "%Y-%m-%dT%H:%M:%S.%fZ")
-        except (ValueError, TypeError):
-            raise tornado.web.HTTPError(400, "cursor: not a cursor this server gave") from None
-        return cls(since, at_since)
-
-
-def read_log_page(handle: launch.JobHandle, replica: str | None, cursor: Cursor,
+def read_log_page(handle: launch.Handle, replica: str | None, cursor: launch.LogCursor,
                   limit: int = PAGE_SIZE) -> dict[str, Any]:
-    """One page of a job's log entries after `cursor`, through the same logging client as
-    `launch.read_logs` (the same filter on `resource.labels`, `timestamp>=`, ascending)."""
-    final = handle.state in launch.FINAL  # first: a final state means every entry is written
-    since, at_since, skip = cursor.since, cursor.at_since, cursor.at_since
-    entries: list[dict[str, str]] = []
-    more = False
-    for stamp, entry in launch.entries_since(handle.target, launch.log_query(handle.id, replica), cursor.since,
-                                             page_size=min(limit + skip, MAX_PAGE_SIZE)):
-        if stamp == cursor.since and skip:
-            skip -= 1
-            continue
-        if len(entries) == limit:
-            more = True
-            break
-        if stamp != since:
-            since, at_since = stamp, 0
-        at_since += 1
-        record = launch.to_record(entry)
-        entries.append({"timestamp": stamp, "time": record.timestamp.strftime("%H:%M:%S.%f")[:-3],
-                        "replica": record.task_name, "severity": record.severity, "text": record.text,
-                        "insert_id": record.insert_id})
-    return {"entries": entries, "next_cursor": Cursor(since, at_since).encode(), "done": final and not more,
+    """Up to `limit` of a job's log entries after `cursor`, read as every follower reads them
+    (`launch.LogReader`). `done`: the job is final and its log was read to the end."""
+    final = states.is_final(handle.state)  # first: once final, what follows the read is all there is
+    reader = launch.LogReader(handle.session, launch.log_filter(handle.id, replica), cursor=cursor)
+    records = reader.poll(limit=limit)
+    entries = [{"timestamp": launch.logs.stamp_text(r.timestamp), "time": r.timestamp.strftime("%H:%M:%S.%f")[:-3],
+                "replica": r.task_name, "severity": r.severity, "text": r.text, "insert_id": r.insert_id}
+               for r in records]
+    return {"entries": entries, "next_cursor": reader.cursor.encode(), "done": final and len(records) < limit,
             "state": handle.resource.state.name}
 
 

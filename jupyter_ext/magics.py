@@ -9,25 +9,39 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
-from . import cell as cells
-from . import launch
+from . import catalog, states
 from .errors import WorkbenchError
-from .spec import JobSpec
+
+if TYPE_CHECKING:  # the client library loads when a magic first runs, not at %load_ext
+    from . import launch
+    from .spec import JobSpec
+
+JOB_COLUMNS = ["id", "display_name", "state", "replicas", "create_time", "start_time", "end_time"]
+
+
+_TARGET_ARGUMENTS = [
+    argument("--vertex", action="store_true", help="run on Vertex AI (default: locally)"),
+    argument("--project", help="Google Cloud project (default: aiplatform.init's, or $GOOGLE_CLOUD_PROJECT)"),
+    argument("--region", help="Vertex AI region (default: aiplatform.init's, or $CLOUD_ML_REGION, or us-central1)"),
+]
 
 
 def _target_arguments(func: Any) -> Any:
-    for decorator in reversed([
-        argument("--vertex", action="store_true", help="run on Vertex AI (default: locally)"),
-        argument("--project", help="Google Cloud project (default: aiplatform.init's, or $GOOGLE_CLOUD_PROJECT)"),
-        argument("--region", help="Vertex AI region (default: aiplatform.init's, or $CLOUD_ML_REGION, or us-central1)"),
-    ]):
+    for decorator in reversed(_TARGET_ARGUMENTS):
+        func = decorator(func)
+    return func
+
+
+def _job_arguments(func: Any) -> Any:
+    """A job (ID or resource name) and where it is."""
+    for decorator in reversed([argument("job", help="job ID or resource name"), *_TARGET_ARGUMENTS]):
         func = decorator(func)
     return func
 
@@ -41,7 +55,7 @@ class VertexTrainMagics(Magics):
     @argument("--config", metavar="VAR", help="the pool layout: a PoolConfigurator, a JobSpec, a job dict, or a "
               "job file path, from a variable of the notebook (or a path)")
     @argument("--workers", type=int, default=0, metavar="N", help="worker replicas (pool 1)")
-    @argument("--machine-type", default=cells.DEFAULT_MACHINE, metavar="TYPE", help="machine type of every pool")
+    @argument("--machine-type", default=catalog.DEFAULT_MACHINE, metavar="TYPE", help="machine type of every pool")
     @argument("--accelerator", default="", metavar="TYPE:COUNT", help="GPUs on the primary and the workers, "
               "e.g. NVIDIA_TESLA_T4:1")
     @argument("--ps", type=int, default=0, metavar="N", help="parameter server replicas (pool 2)")
@@ -83,6 +97,9 @@ class VertexTrainMagics(Magics):
             self._train(args, cell)
 
     def _train(self, args: Any, source: str) -> None:
+        from . import cell as cells
+        from . import launch
+
         study = _study(args)
         job = self._layout(args)
         if args.job_dir:
@@ -91,16 +108,14 @@ class VertexTrainMagics(Magics):
                                             job=job)
         trainer_args = cells.split_args(_unquote(args.args))
         target = self._target(args)
-        if target.local and target.backend == "process":
+        if target.address_style == "process":
             job = cells.for_processes(job, folder, context.base_image, trainer_args)
         elif args.dry_run:
             job = cells.for_image(job, args.image or f"<image built from {folder}>", trainer_args)
         else:
             job = cells.for_image(job, self._build(args, context, folder, target), trainer_args)
         if args.dry_run:
-            style = "process" if target.local and target.backend == "process" else (
-                "docker" if target.local else "cloud")
-            print(cells.dry_run_text(job, context, style), end="")
+            print(cells.dry_run_text(job, context, target.address_style), end="")
             return
         if study is not None:
             self._tune(args, job, target, study)
@@ -127,10 +142,10 @@ class VertexTrainMagics(Magics):
         """`--tune`: a HyperparameterTuningJob whose trials run the job, shown live by a TuningMonitor."""
         from widgets.tuning import TuningMonitor
 
-        from . import tuning
+        from . import launch, tuning
 
-        handle = launch.submit_tuning(job, study, max_trials=args.trials, parallel=args.parallel,
-                                      max_failed=args.max_failed, target=target)
+        handle = launch.submit_tuning(launch.tuning_request(job, study, max_trials=args.trials,
+                                                            parallel=args.parallel, max_failed=args.max_failed), target)
         if args.destination:
             self.shell.user_ns[args.destination] = handle
         for note in tuning.notices(study):
@@ -146,6 +161,9 @@ class VertexTrainMagics(Magics):
                 print(f"stopped waiting; the tuning job goes on ({handle.name})")
 
     def _layout(self, args: Any) -> JobSpec:
+        from . import cell as cells
+        from .spec import JobSpec
+
         if args.config:
             source = self.shell.user_ns.get(args.config, args.config)
             if source is args.config and not os.path.exists(args.config):
@@ -158,16 +176,14 @@ class VertexTrainMagics(Magics):
         return cells.layout_job(layout, args.name)
 
     def _target(self, args: Any) -> launch.Target:
-        """Where a magic's jobs are: this machine, or with --vertex the project and region given,
-        else aiplatform.init's, else the environment's."""
-        bucket = getattr(args, "staging_bucket", None)
-        if not args.vertex:
-            if args.project or bucket:
-                raise WorkbenchError("--project/--staging-bucket: add --vertex to run on Vertex AI")
-            return launch.Target(backend=getattr(args, "backend", "process"))
-        project = args.project or _sdk_default("project") or os.environ.get("GOOGLE_CLOUD_PROJECT", "")
-        region = args.region or _sdk_default("location") or os.environ.get("CLOUD_ML_REGION", "us-central1")
-        return launch.Target.vertex(project, region, bucket or _sdk_default("staging_bucket"))
+        """Where a magic's jobs are: this machine, or with --vertex Vertex AI (README: "Where jobs run")."""
+        from . import launch
+
+        if (args.project or getattr(args, "staging_bucket", None)) and not args.vertex:
+            raise WorkbenchError("--project/--staging-bucket: add --vertex to run on Vertex AI")
+        return launch.Target.resolve(vertex=args.vertex, project=args.project, region=args.region,
+                                     staging_bucket=getattr(args, "staging_bucket", None),
+                                     backend=None if args.vertex else getattr(args, "backend", None))
 
     def _build(self, args: Any, context: Any, folder: Any, target: launch.Target) -> str:
         from widgets.build import BuildProgress
@@ -192,32 +208,29 @@ class VertexTrainMagics(Magics):
         """The jobs, newest first, as a pandas DataFrame."""
         import pandas as pd
 
+        from . import launch
+
         args = parse_argstring(self.vertex_jobs, line)
-        state = (args.state or "").upper()
-        if state and not state.startswith("JOB_STATE_"):
-            state = "JOB_STATE_" + state
         with _user_errors():
-            jobs = launch.list_jobs(self._target(args), f'state="{state}"' if state else "")
-        rows = [{"id": j.name.rsplit("/", 1)[1], "display_name": j.display_name,
-                 "state": j.state.name.removeprefix("JOB_STATE_"),
-                 "replicas": sum(p.replica_count for p in j.job_spec.worker_pool_specs),
-                 "created": j.create_time, "started": j.start_time, "ended": j.end_time} for j in jobs]
-        frame = pd.DataFrame(rows, columns=["id", "display_name", "state", "replicas", "created", "started", "ended"])
+            target = self._target(args)
+            jobs = launch.list_jobs(target, f'state="{states.name(args.state)}"' if args.state else "")
+        rows = [launch.job_row(job, target.local) for job in jobs]
+        frame = pd.DataFrame([{key: row[key] for key in JOB_COLUMNS} for row in rows], columns=JOB_COLUMNS)
+        frame["state"] = frame["state"].map(states.short)
+        frame = frame.rename(columns={"create_time": "created", "start_time": "started", "end_time": "ended"})
         frame["duration"] = (frame["ended"] - frame["started"]) if len(frame) else []
         return frame
 
     @magic_arguments()
-    @argument("job", help="job ID or resource name")
     @argument("--replica", help="open this replica's tab, e.g. workerpool1-0")
-    @_target_arguments
+    @_job_arguments
     @line_magic
     def vertex_logs(self, line: str) -> None:
         """Show a job live (re-attaches to a running job, e.g. after a kernel restart)."""
         from widgets.monitor import JobMonitor
 
-        args = parse_argstring(self.vertex_logs, line)
+        args, handle = self._attach(self.vertex_logs, line)
         with _user_errors():
-            handle = launch.attach(args.job, self._target(args))
             handle.refresh()
         monitor = self.monitor = JobMonitor(handle)
         if args.replica:
@@ -225,17 +238,22 @@ class VertexTrainMagics(Magics):
         display(monitor)
 
     @magic_arguments()
-    @argument("job", help="job ID or resource name")
-    @_target_arguments
+    @_job_arguments
     @line_magic
     def vertex_cancel(self, line: str) -> None:
         """Cancel a running job."""
-        args = parse_argstring(self.vertex_cancel, line)
+        _, handle = self._attach(self.vertex_cancel, line)
         with _user_errors():
-            handle = launch.attach(args.job, self._target(args))
             handle.cancel()
         print(f"cancelling {handle.name}")
 
+    def _attach(self, magic: Any, line: str) -> tuple[Any, launch.Handle]:
+        """A line magic's flags, and a handle on the job they name."""
+        from . import launch
+
+        args = parse_argstring(magic, line)
+        with _user_errors():
+            return args, launch.attach(args.job, self._target(args))
 
 
 def _study(args: Any) -> Any:
@@ -272,10 +290,3 @@ def _unquote(text: str) -> str:
     if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
         return text[1:-1]
     return text
-
-
-def _sdk_default(name: str) -> str:
-    """What `aiplatform.init` set, without asking Google for defaults."""
-    from google.cloud.aiplatform import initializer
-
-    return str(getattr(initializer.global_config, f"_{name}", None) or "")

@@ -10,7 +10,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-from . import launch, paths
+from . import launch, paths, states
 from .service import daemon
 
 
@@ -71,5 +71,5 @@ def _summary(job: object) -> JobSummary:
                     for r in status["replicas"]]
     except (OSError, ValueError, KeyError):
         replicas = []
-    return JobSummary(job_id, job.display_name, job.state.name.removeprefix("JOB_STATE_"),  # type: ignore[attr-defined]
+    return JobSummary(job_id, job.display_name, states.short(job.state),  # type: ignore[attr-defined]
                       replicas, job_dir / "logs")

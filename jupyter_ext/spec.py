@@ -22,8 +22,7 @@ from google.cloud.aiplatform_v1 import types as v1
 from google.protobuf import json_format
 
 from .errors import SpecError
-
-FORMATS = ("rest", "gcloud", "sdk", "legacy")
+from .names import FORMATS
 POOL_ROLES = ("primary", "workers", "parameter servers", "evaluators")
 PREBUILT_TRAINING = "us-docker.pkg.dev/vertex-ai/training"
 

@@ -3,6 +3,10 @@
 `problems(job)` lists them all (the widgets show them live); `check(job)` raises
 `ValidationError` carrying them. Rules come from vertex-facts.md sections A, C, D
 and F; machine and accelerator facts come from the catalog.
+
+A HyperparameterTuningJob has the same pair, `tuning_problems(resource)` and
+`check_tuning(resource)`: its counts, its study, and its trial job, checked with
+the CustomJob rules.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from typing import Iterator
 from google.cloud.aiplatform_v1 import types as v1
 
 from . import catalog
-from .errors import ValidationError
+from .errors import SpecError, ValidationError
 from .spec import JobSpec, is_empty_pool
 
 MAX_NAME = 128
@@ -40,11 +44,7 @@ def problems(job: JobSpec) -> list[str]:
 
 
 def _job_rules(job: JobSpec) -> Iterator[str]:
-    name = job.display_name
-    if not name.strip():
-        yield "displayName: required"
-    elif len(name) > MAX_NAME:
-        yield f"displayName: {len(name)} characters is too long (at most {MAX_NAME})"
+    yield from _name_rules(job.display_name)
     if job.legacy is not None and not _LEGACY_JOB_ID.fullmatch(job.legacy.job_id) or (
             job.legacy is not None and len(job.legacy.job_id) > MAX_NAME):
         yield (f"jobId: {job.legacy.job_id!r} is not a valid AI Platform job ID (letters, digits and underscores, "
@@ -175,5 +175,121 @@ def _scheduling(scheduling: v1.Scheduling) -> Iterator[str]:
         yield "scheduling.timeout: must be positive"
 
 
+def _name_rules(name: str) -> Iterator[str]:
+    if not name.strip():
+        yield "displayName: required"
+    elif len(name) > MAX_NAME:
+        yield f"displayName: {len(name)} characters is too long (at most {MAX_NAME})"
+
+
 def _choices(offered: dict[str, tuple[int, ...]]) -> str:
     return "; ".join(f"{accel} x {', '.join(map(str, counts))}" for accel, counts in offered.items())
+
+
+# ---------------------------------------------------------------- hyperparameter tuning jobs
+
+_CAMEL = {"double_value_spec": "doubleValueSpec", "integer_value_spec": "integerValueSpec",
+          "categorical_value_spec": "categoricalValueSpec", "discrete_value_spec": "discreteValueSpec"}
+_Scale = v1.StudySpec.ParameterSpec.ScaleType
+_LOG_SCALES = (_Scale.UNIT_LOG_SCALE, _Scale.UNIT_REVERSE_LOG_SCALE)
+_GOALS = (v1.StudySpec.MetricSpec.GoalType.MAXIMIZE, v1.StudySpec.MetricSpec.GoalType.MINIMIZE)
+
+
+def check_tuning(resource: v1.HyperparameterTuningJob) -> JobSpec:
+    """The trial job (validated) of a valid tuning job; raises ValidationError with every problem."""
+    from .tuning.trials import trial_base_job
+
+    found = tuning_problems(resource)
+    if found:
+        raise ValidationError(found)
+    return trial_base_job(resource)
+
+
+def tuning_problems(resource: v1.HyperparameterTuningJob) -> list[str]:
+    """Every rule the tuning job breaks, one line each naming the field."""
+    return list(_tuning_rules(resource))
+
+
+def _tuning_rules(resource: v1.HyperparameterTuningJob) -> Iterator[str]:
+    from .tuning.trials import trial_base_job  # imported here: the tuning package imports validate
+
+    yield from _name_rules(resource.display_name)
+    if resource.max_trial_count <= 0:
+        yield "maxTrialCount: required, a positive number of trials"
+    if resource.parallel_trial_count <= 0:
+        yield "parallelTrialCount: required, a positive number of trials to run at once"
+    if resource.max_failed_trial_count < 0:
+        yield "maxFailedTrialCount: must not be negative (0: no limit)"
+    yield from _study_rules(resource.study_spec)
+    if "trial_job_spec" not in resource or not resource.trial_job_spec.worker_pool_specs:
+        yield "trialJobSpec: required, the CustomJobSpec every trial runs"
+        return
+    try:
+        found = problems(trial_base_job(resource))
+    except SpecError as exc:
+        yield f"trialJobSpec.{exc}"
+        return
+    for problem in found:
+        if problem.startswith("labels"):  # the tuning job's own labels
+            yield problem
+        elif not problem.startswith("displayName"):  # the tuning job's name, checked above
+            yield f"trialJobSpec.{problem}"
+
+
+def _study_rules(study: v1.StudySpec) -> Iterator[str]:
+    if not study.metrics:
+        yield "studySpec.metrics: at least one metric is required, e.g. {metricId: accuracy, goal: MAXIMIZE}"
+    seen: set[str] = set()
+    for i, metric in enumerate(study.metrics):
+        where = f"studySpec.metrics[{i}]"
+        if not metric.metric_id:
+            yield f"{where}.metricId: required"
+        elif metric.metric_id in seen:
+            yield f"{where}.metricId: {metric.metric_id!r} is listed twice"
+        seen.add(metric.metric_id)
+        if metric.goal not in _GOALS:
+            yield f"{where}.goal: must be MAXIMIZE or MINIMIZE"
+    if not study.parameters:
+        yield "studySpec.parameters: at least one parameter is required"
+    ids: set[str] = set()
+    for i, param in enumerate(study.parameters):
+        yield from _parameter_rules(param, f"studySpec.parameters[{i}]", ids)
+
+
+def _parameter_rules(param: v1.StudySpec.ParameterSpec, where: str, ids: set[str]) -> Iterator[str]:
+    pid = param.parameter_id
+    if not pid:
+        yield f"{where}.parameterId: required"
+    elif re.search(r"\s|=", pid):
+        yield f"{where}.parameterId: {pid!r} must not contain whitespace or '=' (it becomes --{pid}=VALUE)"
+    elif pid in ids:
+        yield f"{where}.parameterId: {pid!r} is listed twice"
+    ids.add(pid)
+    if param.conditional_parameter_specs:
+        yield f"{where}.conditionalParameterSpecs: not supported by the local service"
+    kind = param._pb.WhichOneof("parameter_value_spec")
+    if kind is None:
+        yield (f"{where}: one of doubleValueSpec, integerValueSpec, categoricalValueSpec or "
+               "discreteValueSpec is required")
+        return
+    spec = getattr(param, kind)
+    at = f"{where}.{_CAMEL[kind]}"
+    log_scale = param.scale_type in _LOG_SCALES
+    if kind in ("double_value_spec", "integer_value_spec"):
+        if not spec.min_value < spec.max_value:
+            yield f"{at}.minValue: must be below maxValue"
+        elif log_scale and spec.min_value <= 0:
+            yield f"{at}.minValue: must be positive on a log scale ({_Scale(param.scale_type).name})"
+    elif kind == "categorical_value_spec":
+        if not spec.values:
+            yield f"{at}.values: at least one value is required"
+        elif len(set(spec.values)) != len(spec.values):
+            yield f"{at}.values: each value may appear once"
+    else:
+        values = list(spec.values)
+        if not values:
+            yield f"{at}.values: at least one value is required"
+        elif any(b <= a for a, b in zip(values, values[1:])):
+            yield f"{at}.values: must be in increasing order, each value once"
+        elif log_scale and values[0] <= 0:
+            yield f"{at}.values: must be positive on a log scale"

@@ -1,10 +1,15 @@
 from __future__ import annotations
 
+import asyncio
+import json
 import os
+import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator, Literal, Sequence, TypeVar
 
 import pytest
 import yaml
@@ -13,6 +18,10 @@ pytest_plugins = ("services.fixtures",)
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAINERS = ROOT / "tests" / "trainers"
+SPEC_IMAGE = "gcr.io/p/trainer:1"  # a pool that is only a spec: never run
+LOCAL_IMAGE = "local/test-trainer"  # a pool run on this host (the process backend ignores the image)
+
+T = TypeVar("T")
 
 
 @pytest.fixture(autouse=True)
@@ -37,18 +46,16 @@ def module_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 @pytest.fixture(scope="module")
-def sdk_service(module_home: Path) -> Iterator[dict]:
+def service(module_home: Path) -> Iterator[dict]:
     """The module's local service, with the real Vertex AI SDK pointed at it (its global config is
     reset afterwards, so later modules do not inherit this service as their default)."""
-    from google.cloud import aiplatform
     from google.cloud.aiplatform import initializer
-    from google.oauth2.credentials import Credentials
 
     from jupyter_ext.service import daemon
 
     info = daemon.ensure_running()
-    aiplatform.init(project="local", location="us-central1", api_endpoint=info["endpoint"], api_transport="rest",
-                    credentials=Credentials(token=daemon.read_token()), staging_bucket="gs://local-bucket")
+    point_sdk_at(info, project="local", location="us-central1", api_transport="rest",
+                 staging_bucket="gs://local-bucket")
     yield info
     initializer.global_config.__init__()
 
@@ -61,22 +68,155 @@ def fast_sdk_polling(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(jobs, "_JOB_WAIT_TIME", 0.2)
 
 
-def pool(script: str, count: int = 1, *args: str, machine: str = "n1-standard-4") -> dict:
-    """A pool whose replicas run tests/trainers/<script> on this host."""
-    return {"machineSpec": {"machineType": machine}, "replicaCount": count,
-            "containerSpec": {"imageUri": "local/test-trainer",
-                              "command": ["python", str(TRAINERS / script)], "args": list(args)}}
+def pool(replicas: int | str = 1, *, machine: str = "n1-standard-4", accelerator: str | int | None = None,
+         accelerator_count: int | str | None = None, topology: str | None = None, image: str | None = None,
+         trainer: str | None = None, code: str | None = None, command: Sequence[str] | None = None,
+         args: Sequence[str] = (), env: dict[str, str] | None = None, form: Literal["rest", "sdk"] = "rest",
+         **fields: Any) -> dict:
+    """One worker pool, as a REST body holds it (`form="sdk"`: the snake_case keys that
+    `aiplatform.CustomJob(worker_pool_specs=...)` takes).
+
+    What a replica runs is at most one of: `trainer`, a script in tests/trainers run on this host;
+    `code`, run with `python -c`; or `command`. The image defaults to LOCAL_IMAGE for a pool run on
+    this host and SPEC_IMAGE otherwise. `fields` are set on the pool last, replacing its own (a field
+    given as None is left out: `containerSpec=None, pythonPackageSpec=...` makes a package pool).
+    """
+    if sum(x is not None for x in (trainer, code, command)) > 1:
+        raise TypeError("pool(): give at most one of trainer, code and command")
+    if trainer is not None:
+        command = [sys.executable, str(TRAINERS / trainer)]  # absolute: replicas start in the job's folder
+    elif code is not None:
+        command = [sys.executable, "-c", code]
+    machine_spec: dict[str, Any] = {"machineType": machine}
+    for key, value in (("acceleratorType", accelerator), ("acceleratorCount", accelerator_count),
+                       ("tpuTopology", topology)):
+        if value is not None:
+            machine_spec[key] = value
+    container: dict[str, Any] = {"imageUri": image or (LOCAL_IMAGE if command else SPEC_IMAGE)}
+    if command:
+        container["command"] = list(command)
+    if args:
+        container["args"] = list(args)
+    if env:
+        container["env"] = [{"name": name, "value": value} for name, value in env.items()]
+    body = {"machineSpec": machine_spec, "replicaCount": replicas, "containerSpec": container}
+    body = {key: value for key, value in {**body, **fields}.items() if value is not None}
+    return _snake_case(body) if form == "sdk" else body
+
+
+def _snake_case(value: Any) -> Any:
+    """The same body with snake_case keys, as the Vertex AI SDK's proto-plus types take it."""
+    if isinstance(value, dict):
+        return {re.sub(r"(?<!^)(?=[A-Z])", "_", key).lower(): _snake_case(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_snake_case(item) for item in value]
+    return value
+
+
+def legacy_job(job_id: str = "census", image: str = SPEC_IMAGE, **training_input: Any) -> Any:
+    """A legacy AI Platform job (`trainingInput`): the CUSTOM tier, a `standard` master running `image`."""
+    from jupyter_ext.spec import JobSpec
+
+    base = {"scaleTier": "CUSTOM", "masterType": "standard", "masterConfig": {"imageUri": image}}
+    return JobSpec.from_dict({"jobId": job_id, "trainingInput": {**base, **training_input}})
+
+
+def write_file(path: Path, data: Any) -> Path:
+    """A job file as a user writes one: JSON for a .json path, YAML otherwise."""
+    path.write_text(json.dumps(data) if path.suffix == ".json" else yaml.safe_dump(data))
+    return path
 
 
 def write_spec(path: Path, pools: list[dict], **spec: object) -> Path:
-    path.write_text(yaml.safe_dump({"workerPoolSpecs": pools, **spec}))
-    return path
+    """A gcloud `--config` file (a CustomJobSpec) with these pools."""
+    return write_file(path, {"workerPoolSpecs": pools, **spec})
+
+
+def job_status(job_dir: Path) -> dict:
+    """The runner's status.json of a job: its state, times and every replica's exit code and address."""
+    return json.loads((job_dir / "status.json").read_text())
+
+
+def log_lines(job_dir: Path, task: str) -> list[tuple[str, str, str]]:
+    """A replica's log file as the runner writes it: (timestamp, stream, text) for each line."""
+    lines = (job_dir / "logs" / f"{task}.log").read_text().splitlines()
+    return [tuple(line.split(" ", 2)) for line in lines]  # type: ignore[misc]
+
+
+def job_id(resource_name: str) -> str:
+    """The job's ID, the last part of its resource name (projects/*/locations/*/customJobs/ID)."""
+    return resource_name.rsplit("/", 1)[1]
+
+
+def wait_for(condition: Callable[[], T], timeout: float, what: str | Callable[[], str], poll: float = 0.1) -> T:
+    """Poll `condition` until it returns something true, and return that; at the deadline fail the
+    test, naming `what` (a text, or a function that describes what was seen then)."""
+    deadline = time.monotonic() + timeout
+    while not (result := condition()):
+        if time.monotonic() >= deadline:
+            pytest.fail(f"waited {timeout:g} s for {what if isinstance(what, str) else what()}")
+        time.sleep(poll)
+    return result
+
+
+async def async_wait_for(condition: Callable[[], T], timeout: float, what: str, poll: float = 0.1) -> T:
+    """`wait_for` for a coroutine test: it sleeps without blocking the event loop (and the server on it)."""
+    deadline = time.monotonic() + timeout
+    while not (result := condition()):
+        if time.monotonic() >= deadline:
+            pytest.fail(f"waited {timeout:g} s for {what}")
+        await asyncio.sleep(poll)
+    return result
+
+
+def wait_state(job: Any, state: str, timeout: float = 60) -> None:
+    """Wait until a job is in `state`: an SDK job (its `state` an enum) or a launch handle (a name)."""
+    def current() -> str:
+        return getattr(job.state, "name", job.state)
+
+    wait_for(lambda: current() == state, timeout, lambda: f"{state}; the job is still {current()}", poll=0.2)
+
+
+def point_sdk_at(info: dict, **settings: Any) -> None:
+    """Point the Vertex AI SDK at a local service (its token is read again: a new service has a new one)."""
+    from google.cloud import aiplatform
+    from google.oauth2.credentials import Credentials
+
+    from jupyter_ext.service import daemon
+
+    aiplatform.init(api_endpoint=info["endpoint"], credentials=Credentials(token=daemon.read_token()), **settings)
+
+
+def kill_service(service: dict) -> None:
+    """Crash the local service (SIGKILL: it cannot clean up) and wait until it is gone."""
+    from jupyter_ext.service import daemon
+
+    os.kill(service["pid"], signal.SIGKILL)
+    wait_for(lambda: (daemon.status() or {}).get("pid") != service["pid"], 10, "the killed service to be gone")
+
+
+def restart_service(service: dict) -> None:
+    """Start the local service again after a test stopped or killed it: `service` and the SDK follow
+    the new one, so the module's later tests do not depend on this one."""
+    from jupyter_ext.service import daemon
+
+    service.update(daemon.ensure_running())
+    point_sdk_at(service)
 
 
 def vtrain(*args: str, timeout: float = 600, **kwargs: object) -> subprocess.CompletedProcess[str]:
     """Run the installed CLI as a user would."""
     return subprocess.run([sys.executable, "-m", "jupyter_ext.cli", *args], capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, **kwargs.pop("env", {})}, **kwargs)  # type: ignore[arg-type]
+
+
+def vtrain_in_process(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """Run the CLI in this process (fast; no new interpreter): its exit code, stdout and stderr."""
+    from jupyter_ext import cli
+
+    code = cli.main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
 def processes_of_job(job_id: str) -> list[int]:

@@ -4,6 +4,7 @@ import pytest
 from google.cloud.aiplatform_v1.types import AcceleratorType
 
 from jupyter_ext import catalog
+from jupyter_ext.spec import JobSpec
 
 # vertex-facts.md D2, copied verbatim (brace lists expanded below).
 D2 = (
@@ -98,7 +99,7 @@ def test_accelerator_info():
 
 
 def test_labels_and_families():
-    assert catalog.machine("n1-standard-8").label == "n1-standard-8 (8 vCPU, 30 GB)"
+    assert catalog.machine("n1-standard-8").label == "n1-standard-8 — 8 vCPU, 30 GB"
     assert catalog.machine("cloud-tpu").label == "cloud-tpu"
     fams = catalog.families()
     assert [m.name for m in fams["ct5lp"]] == [
@@ -138,6 +139,30 @@ def test_reduction_server_best_practice_example():
     assert text == "800 Gbps / 32 Gbps per n1-highcpu-16 = 25 -> 25 reducers"
 
 
+def test_reducer_suggestion_of_a_job():
+    """The worked example as a job: pools 0 and 1 count, the servers in pool 2 do not."""
+    v100 = "machineSpec: {machineType: n1-highmem-96, acceleratorType: NVIDIA_TESLA_V100, acceleratorCount: 8}"
+    job = JobSpec.load(f"""
+workerPoolSpecs:
+- {{{v100}, replicaCount: 1, containerSpec: {{imageUri: gcr.io/p/trainer:1}}}}
+- {{{v100}, replicaCount: 4, containerSpec: {{imageUri: gcr.io/p/trainer:1}}}}
+- {{machineSpec: {{machineType: n1-standard-4}}, replicaCount: 3, containerSpec: {{imageUri: gcr.io/p/trainer:1}}}}
+""")
+    assert catalog.reducer_suggestion(job) == (16, (
+        "Workers: 1 x n1-highmem-96 with 8 x NVIDIA V100 at 100 Gbps + 4 x n1-highmem-96 with 8 x NVIDIA V100 "
+        "at 100 Gbps = 500 Gbps. Reducers: 500 Gbps / 32 Gbps per n1-highcpu-16 = 15.6 -> 16 reducers "
+        "(16 x n1-highcpu-16 = 512 Gbps)."))
+    tpu = JobSpec.load("workerPoolSpecs: [{machineSpec: {machineType: cloud-tpu, acceleratorType: TPU_V2, "
+                       "acceleratorCount: 8}, replicaCount: 1, containerSpec: {imageUri: gcr.io/p/trainer:1}}]")
+    count, text = catalog.reducer_suggestion(tpu)
+    assert count == 0 and "1 x cloud-tpu with 8 x TPU v2 (bandwidth unknown, counted as 0) = 0 Gbps" in text
+
+
+def test_defaults_are_catalog_facts():
+    assert catalog.machine(catalog.DEFAULT_MACHINE).name == "n1-standard-4"
+    assert catalog.DEFAULT_REGION == "us-central1"
+
+
 def test_suggest_reducers_needs_known_bandwidth():
     with pytest.raises(ValueError):
         catalog.suggest_reducers(100, "cloud-tpu")
@@ -155,3 +180,7 @@ def test_reduction_server_images():
     assert not catalog.is_reduction_server_image(
         "us-docker.pkg.dev/vertex-ai/training/tf-gpu.2-17.py310:latest"
     )
+
+
+def test_the_data_names_only_accelerators_the_api_knows() -> None:
+    assert catalog.data_problems() == []

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_ext import catalog, cli
+from conftest import legacy_job, pool, vtrain_in_process, write_spec
+from jupyter_ext import catalog
 from jupyter_ext.cluster import replicas
 from jupyter_ext.errors import SpecError
 from jupyter_ext.spec import JobSpec
@@ -17,21 +18,12 @@ SPECS = Path(__file__).parent / "data" / "specs"
 CLOUD_ADDRESS = re.compile(r"cmle-training-workerpool(\d)-[0-9a-f]{10}-(\d+):2222")
 
 
-def pool(replicas=1, image="gcr.io/p/trainer:1", machine="n1-standard-4"):
-    return {"machineSpec": {"machineType": machine}, "replicaCount": replicas, "containerSpec": {"imageUri": image}}
-
-
 def vertex_job(*counts, name="dist", base="gs://bucket/out"):
     """A Vertex job with `counts[p]` replicas in pool p (0 = a `{}` gap)."""
     body = {"displayName": name, "jobSpec": {"workerPoolSpecs": [pool(c) if c else {} for c in counts]}}
     if base:
         body["jobSpec"]["baseOutputDirectory"] = {"outputUriPrefix": base}
     return JobSpec.from_dict(body)
-
-
-def legacy_job(**ti):
-    base = {"scaleTier": "CUSTOM", "masterType": "standard", "masterConfig": {"imageUri": "gcr.io/p/census:1"}}
-    return JobSpec.from_dict({"jobId": "census", "trainingInput": {**base, **ti}})
 
 
 def env_json(replica, key):
@@ -271,12 +263,6 @@ def test_cloud_ml_job_id():
 
 # ---- vtrain inspect ------------------------------------------------------------------------------------------------
 
-def inspect(capsys, *args):
-    code = cli.main(["inspect", *args])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def example1_file(tmp_path):
     path = tmp_path / "example1.json"
     path.write_text(vertex_job(1, 2, 2, 3).dump("rest"))
@@ -284,7 +270,7 @@ def example1_file(tmp_path):
 
 
 def test_inspect_json_one_object_per_replica(capsys, tmp_path):
-    code, out, err = inspect(capsys, example1_file(tmp_path), "--json")
+    code, out, err = vtrain_in_process(capsys, "inspect", example1_file(tmp_path), "--json")
     assert (code, err) == (0, "")
     rows = json.loads(out)
     assert len(rows) == 8
@@ -297,7 +283,8 @@ def test_inspect_json_one_object_per_replica(capsys, tmp_path):
 
 
 def test_inspect_one_replica(capsys, tmp_path):
-    code, out, _ = inspect(capsys, example1_file(tmp_path), "--json", "--replica", "workerpool1-0", "--trial", "2")
+    code, out, _ = vtrain_in_process(capsys, "inspect", example1_file(tmp_path), "--json", "--replica", "workerpool1-0",
+                                     "--trial", "2")
     assert code == 0
     (row,) = json.loads(out)
     assert (row["task_name"], row["role"]) == ("workerpool1-0", "worker")
@@ -305,29 +292,28 @@ def test_inspect_one_replica(capsys, tmp_path):
 
 
 def test_inspect_unknown_replica(capsys, tmp_path):
-    code, out, err = inspect(capsys, example1_file(tmp_path), "--replica", "workerpool4-0")
+    code, out, err = vtrain_in_process(capsys, "inspect", example1_file(tmp_path), "--replica", "workerpool4-0")
     assert (code, out) == (2, "")
     assert len(err.splitlines()) == 1 and err.startswith("vtrain: error: --replica: ")
     assert "workerpool4-0" in err and "workerpool3-2" in err
 
 
 def test_inspect_docker_addresses(capsys, tmp_path):
-    code, out, _ = inspect(capsys, example1_file(tmp_path), "--json", "--addresses", "docker")
+    code, out, _ = vtrain_in_process(capsys, "inspect", example1_file(tmp_path), "--json", "--addresses", "docker")
     assert code == 0
     rows = json.loads(out)
     assert [r["address"] for r in rows] == [f"{r['task_name']}:2222" for r in rows]
 
 
 def test_inspect_table(capsys):
-    code, out, _ = inspect(capsys, str(SPECS / "rest_custom_job.json"), "--addresses", "process")
+    code, out, _ = vtrain_in_process(capsys, "inspect", str(SPECS / "rest_custom_job.json"), "--addresses", "process")
     assert code == 0
     assert "workerpool1-1" in out and "worker:1" in out and "127.0.0.1:" in out
     assert "TF_CONFIG cluster (every replica)" in out
 
 
 def test_inspect_refuses_an_invalid_job(capsys, tmp_path):
-    path = tmp_path / "bad.json"
-    path.write_text(json.dumps({"workerPoolSpecs": [pool(2)]}))
-    code, out, err = inspect(capsys, str(path))
+    path = write_spec(tmp_path / "bad.json", [pool(2)])
+    code, out, err = vtrain_in_process(capsys, "inspect", str(path))
     assert (code, out) == (2, "")
     assert err.startswith("vtrain: error: workerPoolSpecs[0].replicaCount: ") and "Traceback" not in err

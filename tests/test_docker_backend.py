@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import TRAINERS, write_spec
+from conftest import TRAINERS, log_lines, pool, wait_for, write_spec
 from services.docker_services import Services
 
 import jupyter_ext.runner.docker  # noqa: F401  (registers the docker backend until runner/__init__ does)
@@ -35,15 +35,6 @@ def trainer_image(docker_services: Services) -> str:
     return ref
 
 
-def _pool(image: str, count: int = 1, command: list[str] | None = None, args: list[str] | None = None) -> dict:
-    spec: dict[str, Any] = {"imageUri": image}
-    if command:
-        spec["command"] = command
-    if args:
-        spec["args"] = args
-    return {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": count, "containerSpec": spec}
-
-
 def _left(api: Any, job_id: str) -> tuple[list[Any], list[Any]]:
     """Containers and networks of the job, asked of the engine itself."""
     label = {"label": f"{LABEL_JOB_ID}={job_id}"}
@@ -51,15 +42,14 @@ def _left(api: Any, job_id: str) -> tuple[list[Any], list[Any]]:
 
 
 def _reports(job_dir: Path, task: str) -> list[dict]:
-    lines = (job_dir / "logs" / f"{task}.log").read_text().splitlines()
-    return [json.loads(text) for _, stream, text in (ln.split(" ", 2) for ln in lines)
+    return [json.loads(text) for _, stream, text in log_lines(job_dir, task)
             if stream == "stdout" and text.startswith("{")]
 
 
 def test_a_ps_job_rendezvous_over_vertex_addresses(docker_env: Services, docker_api: Any, trainer_image: str,
                                                     tmp_path: Path) -> None:
-    job = JobSpec.from_dict({"workerPoolSpecs": [_pool(trainer_image), _pool(trainer_image, 2),
-                                                 _pool(trainer_image)]}, "rendezvous")
+    job = JobSpec.from_dict({"workerPoolSpecs": [pool(image=trainer_image), pool(2, image=trainer_image),
+                                                 pool(image=trainer_image)]}, "rendezvous")
     seen_networks: list[list[Any]] = []
 
     def on_state(state: str) -> None:
@@ -91,8 +81,8 @@ def test_a_crashing_replica_fails_the_job_and_leaves_nothing(docker_env: Service
                                                               trainer_image: str, tmp_path: Path) -> None:
     crash = ["python", "-c", ("import sys, time; print('about to fail', flush=True); time.sleep(0.5); "
                               "raise SystemExit('worker gave up: disk full')")]
-    job = JobSpec.from_dict({"workerPoolSpecs": [_pool(trainer_image, command=["python", "-c", HEARTBEAT]),
-                                                 _pool(trainer_image, 1, command=crash)]}, "crash")
+    job = JobSpec.from_dict({"workerPoolSpecs": [pool(image=trainer_image, command=["python", "-c", HEARTBEAT]),
+                                                 pool(1, image=trainer_image, command=crash)]}, "crash")
     start = time.monotonic()
     result = Supervisor(job, backend="docker", job_dir=tmp_path / "job").run()
     assert result.state == "FAILED"
@@ -105,8 +95,8 @@ def test_a_crashing_replica_fails_the_job_and_leaves_nothing(docker_env: Service
 
 def test_cancelling_a_running_job_leaves_nothing(docker_env: Services, docker_api: Any, trainer_image: str,
                                                  tmp_path: Path) -> None:
-    job = JobSpec.from_dict({"workerPoolSpecs": [_pool(trainer_image, command=["python", "-c", HEARTBEAT]),
-                                                 _pool(trainer_image, 2, command=["python", "-c", HEARTBEAT])]},
+    job = JobSpec.from_dict({"workerPoolSpecs": [pool(image=trainer_image, command=["python", "-c", HEARTBEAT]),
+                                                 pool(2, image=trainer_image, command=["python", "-c", HEARTBEAT])]},
                             "cancel-me")
     running: list[list[Any]] = []
 
@@ -130,8 +120,8 @@ def test_an_exception_in_the_runner_leaves_nothing(docker_env: Services, docker_
         raise RuntimeError("bug in the runner")
 
     monkeypatch.setattr(Supervisor, "_supervise", broken_supervise)
-    job = JobSpec.from_dict({"workerPoolSpecs": [_pool(trainer_image, 1, command=["python", "-c", HEARTBEAT]),
-                                                 _pool(trainer_image, 1, command=["python", "-c", HEARTBEAT])]})
+    job = JobSpec.from_dict({"workerPoolSpecs": [pool(1, image=trainer_image, command=["python", "-c", HEARTBEAT]),
+                                                 pool(1, image=trainer_image, command=["python", "-c", HEARTBEAT])]})
     sup = Supervisor(job, backend="docker", job_dir=tmp_path / "job")
     with pytest.raises(RuntimeError, match="bug in the runner"):
         sup.run()
@@ -141,12 +131,12 @@ def test_an_exception_in_the_runner_leaves_nothing(docker_env: Services, docker_
 def test_output_streams_stay_apart_and_args_replace_cmd(docker_env: Services, trainer_image: str,
                                                         tmp_path: Path) -> None:
     code = "import sys; print('out', sys.argv[1:]); print('err', file=sys.stderr); sys.stdout.write('tail')"
-    job = JobSpec.from_dict({"workerPoolSpecs": [_pool(trainer_image, command=["python", "-c", code],
+    job = JobSpec.from_dict({"workerPoolSpecs": [pool(image=trainer_image, command=["python", "-c", code],
                                                        args=["--lr", "0.1"])]})
     result = Supervisor(job, backend="docker", job_dir=tmp_path / "job").run()
     assert result.state == "SUCCEEDED", result.error
-    lines = [ln.split(" ", 1)[1] for ln in (tmp_path / "job/logs/workerpool0-0.log").read_text().splitlines()]
-    assert sorted(lines) == ["stderr err", "stdout out ['--lr', '0.1']", "stdout tail"]
+    lines = [(stream, text) for _, stream, text in log_lines(tmp_path / "job", "workerpool0-0")]
+    assert sorted(lines) == [("stderr", "err"), ("stdout", "out ['--lr', '0.1']"), ("stdout", "tail")]
 
 
 def test_a_python_package_job_runs_from_an_sdist(docker_env: Services, tmp_path: Path) -> None:
@@ -165,7 +155,7 @@ def test_a_python_package_job_runs_from_an_sdist(docker_env: Services, tmp_path:
 
 def test_vtrain_run_with_the_docker_backend(docker_env: Services, docker_api: Any, trainer_image: str,
                                             tmp_path: Path) -> None:
-    spec = write_spec(tmp_path / "job.yaml", [_pool(trainer_image), _pool(trainer_image, 1)])
+    spec = write_spec(tmp_path / "job.yaml", [pool(image=trainer_image), pool(1, image=trainer_image)])
     # `vtrain run` as a user runs it; the docker backend is imported first until runner/__init__ does it
     code = "import sys, jupyter_ext.runner.docker, jupyter_ext.cli; sys.exit(jupyter_ext.cli.main(sys.argv[1:]))"
     done = subprocess.run([sys.executable, "-c", code, "run", str(spec), "--backend", "docker", "--job-dir",
@@ -177,7 +167,7 @@ def test_vtrain_run_with_the_docker_backend(docker_env: Services, docker_api: An
 
 
 def test_missing_images_fail_before_anything_starts(docker_env: Services, docker_api: Any, tmp_path: Path) -> None:
-    job = JobSpec.from_dict({"workerPoolSpecs": [_pool(f"{docker_env.registry}/tests/never-pushed:1")]})
+    job = JobSpec.from_dict({"workerPoolSpecs": [pool(image=f"{docker_env.registry}/tests/never-pushed:1")]})
     result = Supervisor(job, backend="docker", job_dir=tmp_path / "job").run()
     assert result.state == "FAILED"
     assert result.error.startswith(f"workerPoolSpecs[0].containerSpec.imageUri: image {docker_env.registry}/tests/"
@@ -188,7 +178,7 @@ def test_missing_images_fail_before_anything_starts(docker_env: Services, docker
 
 def test_an_unreachable_engine_fails_the_job_with_a_clear_reason(tmp_path: Path) -> None:
     url = f"unix://{tmp_path}/no-engine.sock"
-    job = JobSpec.from_dict({"workerPoolSpecs": [_pool("vtrain-test/any:1")]})
+    job = JobSpec.from_dict({"workerPoolSpecs": [pool(image="vtrain-test/any:1")]})
     result = Supervisor(job, backend=DockerBackend(engine=url), job_dir=tmp_path / "job").run()
     assert result.state == "FAILED"
     assert result.error == f"cannot reach the Docker engine at {url}: No such file or directory"
@@ -198,21 +188,19 @@ def test_cleanup_is_safe_twice_and_threads_do_not_leak(docker_env: Services, tra
                                                        tmp_path: Path) -> None:
     before = threading.active_count()
     backend = DockerBackend()
-    job = JobSpec.from_dict({"workerPoolSpecs": [_pool(trainer_image, command=["python", "-c", "print(1)"])]})
+    job = JobSpec.from_dict({"workerPoolSpecs": [pool(image=trainer_image, command=["python", "-c", "print(1)"])]})
     assert Supervisor(job, backend=backend, job_dir=tmp_path / "job").run().state == "SUCCEEDED"
     backend.cleanup()
-    deadline = time.monotonic() + 5
-    while threading.active_count() > before and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert threading.active_count() <= before
+    wait_for(lambda: threading.active_count() <= before, 5,
+             lambda: f"the backend's threads to end ({threading.active_count()} running, {before} before)")
 
 
 def test_a_crashed_supervisors_job_is_cleaned_up_by_job_id(docker_env: Services, docker_api: Any,
                                                              trainer_image: str, tmp_path: Path) -> None:
     from jupyter_ext import cluster
 
-    job = JobSpec.from_dict({"workerPoolSpecs": [_pool(trainer_image, command=["python", "-c", HEARTBEAT]),
-                                                 _pool(trainer_image, 1, command=["python", "-c", HEARTBEAT])]})
+    job = JobSpec.from_dict({"workerPoolSpecs": [pool(image=trainer_image, command=["python", "-c", HEARTBEAT]),
+                                                 pool(1, image=trainer_image, command=["python", "-c", HEARTBEAT])]})
     backend = DockerBackend()  # a supervisor that dies after starting its replicas, before any cleanup
     backend.prepare(tmp_path / "job", job)
     pools = dict(job.pools)

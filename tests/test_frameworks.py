@@ -7,17 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, pool, processes_of_job, vtrain, write_spec
+from conftest import ROOT, job_status, log_lines, pool, processes_of_job, vtrain, write_spec
 
 pytestmark = pytest.mark.slow
-
-
-def _status(job_dir: Path) -> dict:
-    return json.loads((job_dir / "status.json").read_text())
-
-
-def _log_texts(job_dir: Path, task: str) -> list[str]:
-    return [line.split(" ", 2)[2] for line in (job_dir / "logs" / f"{task}.log").read_text().splitlines()]
 
 
 def _run(tmp_path: Path, pools: list[dict], *extra: str) -> tuple[Path, str]:
@@ -25,15 +17,14 @@ def _run(tmp_path: Path, pools: list[dict], *extra: str) -> tuple[Path, str]:
     job_dir = tmp_path / "job"
     done = vtrain("run", str(spec), "--job-dir", str(job_dir), *extra)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr
-    assert processes_of_job(_status(job_dir)["job_id"]) == []
+    assert processes_of_job(job_status(job_dir)["job_id"]) == []
     return job_dir, done.stdout
 
 
 def test_tf_cluster_resolver_reads_every_replicas_tf_config(tmp_path: Path) -> None:
-    pools = [pool("resolver_report.py"), pool("resolver_report.py", 2), pool("resolver_report.py", 1),
-             pool("resolver_report.py", 1)]
+    pools = [pool(count, trainer="resolver_report.py") for count in (1, 2, 1, 1)]
     job_dir, _ = _run(tmp_path, pools)
-    reports = {task: json.loads(_log_texts(job_dir, task)[-1])
+    reports = {task: json.loads(log_lines(job_dir, task)[-1][2])
                for task in ("workerpool0-0", "workerpool1-0", "workerpool1-1", "workerpool2-0", "workerpool3-0")}
     expected = {"workerpool0-0": ("chief", 0), "workerpool1-0": ("worker", 0), "workerpool1-1": ("worker", 1),
                 "workerpool2-0": ("ps", 0), "workerpool3-0": ("evaluator", 0)}
@@ -47,7 +38,7 @@ def test_tf_cluster_resolver_reads_every_replicas_tf_config(tmp_path: Path) -> N
 
 
 def test_multi_worker_mirrored_strategy_converges_and_the_chief_saves(tmp_path: Path) -> None:
-    pools = [pool("mwms_ctl.py", 1, "--epochs", "3"), pool("mwms_ctl.py", 2, "--epochs", "3")]
+    pools = [pool(count, trainer="mwms_ctl.py", args=["--epochs", "3"]) for count in (1, 2)]
     job_dir, out = _run(tmp_path, pools)
     model_dir = job_dir / "output" / "model"
     done = json.loads((model_dir / "done.json").read_text())
@@ -59,16 +50,17 @@ def test_multi_worker_mirrored_strategy_converges_and_the_chief_saves(tmp_path: 
 
 
 def test_parameter_server_strategy_and_servers_are_stopped(tmp_path: Path) -> None:
-    pools = [pool("ps_strategy.py", 1, "--epochs", "2"), pool("ps_strategy.py", 2), pool("ps_strategy.py", 1)]
+    pools = [pool(1, trainer="ps_strategy.py", args=["--epochs", "2"]), pool(2, trainer="ps_strategy.py"),
+             pool(1, trainer="ps_strategy.py")]
     job_dir, out = _run(tmp_path, pools)
     assert "final_loss=" in out
-    codes = {r["task_name"]: r["exit_code"] for r in _status(job_dir)["replicas"]}
+    codes = {r["task_name"]: r["exit_code"] for r in job_status(job_dir)["replicas"]}
     assert codes == {"workerpool0-0": 0, "workerpool1-0": None, "workerpool1-1": None, "workerpool2-0": None}
 
 
 def test_pytorch_gloo_all_reduce_across_three_replicas(tmp_path: Path) -> None:
-    job_dir, _ = _run(tmp_path, [pool("torch_allreduce.py"), pool("torch_allreduce.py", 2)])
-    lines = {task: _log_texts(job_dir, task)[-1] for task in ("workerpool0-0", "workerpool1-0", "workerpool1-1")}
+    job_dir, _ = _run(tmp_path, [pool(trainer="torch_allreduce.py"), pool(2, trainer="torch_allreduce.py")])
+    lines = {task: log_lines(job_dir, task)[-1][2] for task in ("workerpool0-0", "workerpool1-0", "workerpool1-1")}
     assert lines == {f"workerpool{p}-{i}": f"rank={r} world_size=3 sum=6 ok"
                      for p, i, r in ((0, 0, 0), (1, 0, 1), (1, 1, 2))}
 

@@ -3,24 +3,19 @@ against real local jobs run by the local service."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
-import sys
-import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from pytest_jupyter.jupyter_server import *  # noqa: F403  server fixtures for this module only (conftest_jupyter.py)
 from tornado.httpclient import HTTPClientError
 
+from conftest import ROOT, async_wait_for, job_status, pool
 from jupyter_ext import launch
-from jupyter_ext.service import daemon
 
 pytest_plugins = ("conftest_jupyter",)
 
-ROOT = Path(__file__).resolve().parent.parent
 LINES = 4
 TRAINER = f"""\
 import json, os
@@ -30,34 +25,16 @@ for n in range({LINES}):
 """
 
 
-def _pool(code: str, count: int) -> dict[str, Any]:
-    return {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": count,
-            "containerSpec": {"imageUri": "local/test-trainer", "command": [sys.executable, "-c", code]}}
-
-
-@pytest.fixture(scope="module")
-def home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    path = tmp_path_factory.mktemp("handlers-home")
-    old = os.environ.get("VTRAIN_HOME")
-    os.environ["VTRAIN_HOME"] = str(path)
-    yield path
-    daemon.stop()
-    if old is None:
-        os.environ.pop("VTRAIN_HOME", None)
-    else:
-        os.environ["VTRAIN_HOME"] = old
-
-
 @pytest.fixture(autouse=True)
-def _workbench_home(home: Path) -> Path:  # one local service for the whole module
-    return home
+def _workbench_home(module_home: Path) -> Path:  # one local service for the whole module
+    return module_home
 
 
 @pytest.fixture(scope="module")
-def finished_job(home: Path) -> launch.JobHandle:
+def finished_job(module_home: Path) -> launch.JobHandle:
     """A 3-replica job (chief and two workers) that ran to the end."""
     handle = launch.submit({"displayName": "handlers-3", "jobSpec": {"workerPoolSpecs": [
-        _pool(TRAINER, 1), _pool(TRAINER, 2)]}})
+        pool(1, code=TRAINER), pool(2, code=TRAINER)]}})
     assert handle.wait(timeout=120) == "JOB_STATE_SUCCEEDED", handle.error
     return handle
 
@@ -94,7 +71,7 @@ async def test_list_shows_each_local_job_with_state_replicas_and_times(jp_fetch:
     assert 0 < row["duration"] < 120 and row["error"] == ""
 
 
-async def test_detail_is_the_custom_job_and_every_replica_tf_config(jp_fetch: Any, home: Path,
+async def test_detail_is_the_custom_job_and_every_replica_tf_config(jp_fetch: Any, module_home: Path,
                                                                     finished_job: launch.JobHandle) -> None:
     body = await _json(jp_fetch, "jobs", finished_job.id)
     assert body["job"]["name"] == finished_job.name and body["job"]["displayName"] == "handlers-3"
@@ -111,7 +88,7 @@ async def test_detail_is_the_custom_job_and_every_replica_tf_config(jp_fetch: An
     assert all(r["address"].startswith("127.0.0.1:") for r in replicas)
     assert replicas[2]["CLUSTER_SPEC"]["task"] == {"type": "workerpool1", "index": 1}
     # the addresses are the ones the replicas really had (recorded by the runner)
-    status = json.loads((home / "jobs" / finished_job.id / "status.json").read_text())
+    status = job_status(module_home / "jobs" / finished_job.id)
     assert [r["address"] for r in replicas] == [r["address"] for r in status["replicas"]]
 
 
@@ -155,13 +132,11 @@ async def test_bad_log_parameters_are_400(jp_fetch: Any, finished_job: launch.Jo
     assert code == 400 and body["message"].startswith(f"{field}:")
 
 
-async def test_cancel_stops_a_running_job(jp_fetch: Any, home: Path) -> None:
+async def test_cancel_stops_a_running_job(jp_fetch: Any) -> None:
     handle = launch.submit({"displayName": "to-cancel", "jobSpec": {"workerPoolSpecs": [
-        _pool("import time; print('started', flush=True); time.sleep(300)", 1),
-        _pool("import time; time.sleep(300)", 2)]}})
-    deadline = time.monotonic() + 60
-    while handle.state != "JOB_STATE_RUNNING" and time.monotonic() < deadline:
-        await asyncio.sleep(0.1)
+        pool(1, code="import time; print('started', flush=True); time.sleep(300)"),
+        pool(2, code="import time; time.sleep(300)")]}})
+    await async_wait_for(lambda: handle.state == "JOB_STATE_RUNNING", 60, "the job to run")
     body = await _json(jp_fetch, "jobs", handle.id, "cancel", method="POST", body="")
     assert body["summary"]["id"] == handle.id
     assert body["summary"]["state"] in ("JOB_STATE_RUNNING", "JOB_STATE_CANCELLING", "JOB_STATE_CANCELLED")
@@ -191,8 +166,7 @@ async def test_a_request_without_the_token_is_refused(jp_fetch: Any, parts: tupl
     (("jobs", "4242424242424242424", "logs"), "GET"),
     (("jobs", "4242424242424242424", "cancel"), "POST"),
 ])
-async def test_a_bad_job_id_is_a_404_json_error(jp_fetch: Any, home: Path, parts: tuple[str, ...],
-                                                method: str) -> None:
+async def test_a_bad_job_id_is_a_404_json_error(jp_fetch: Any, parts: tuple[str, ...], method: str) -> None:
     kwargs: dict[str, Any] = {"body": ""} if method == "POST" else {}
     code, body = await _error(jp_fetch, *parts, method=method, **kwargs)
     assert code == 404 and set(body) <= {"message", "reason"}

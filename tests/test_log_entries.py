@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from jupyter_ext.runner.logs import LogLine
-from jupyter_ext.service.log_entries import FilterError, line_to_entry, list_entries, parse_filter, pinned
+from jupyter_ext.errors import FilterError
+from jupyter_ext.service.logs import line_to_entry, list_entries, parse_filter, pinned
 
 JOB = "123"
 GCLOUD = f'resource.type="ml_job" AND resource.labels.job_id="{JOB}"'
@@ -330,10 +331,10 @@ def test_filters_on_listing(three: list) -> None:
 
 
 def test_pinned_files_by_name(three: list, monkeypatch: pytest.MonkeyPatch) -> None:
-    from jupyter_ext.service import log_entries
+    from jupyter_ext.service.logs import listing
     opened = []
-    real = log_entries.read_log
-    monkeypatch.setattr(log_entries, "read_log", lambda path, offset=0: opened.append(path.stem) or real(path, offset))
+    real = listing.read_log
+    monkeypatch.setattr(listing, "read_log", lambda path, offset=0: opened.append(path.stem) or real(path, offset))
     list_entries(three, filter_text=f'{GCLOUD} AND labels."ml.googleapis.com/task_name"="workerpool1-1"')
     assert opened == ["workerpool1-1"]
     opened.clear()
@@ -398,29 +399,29 @@ def test_bad_order_page_token_and_page_size(three: list) -> None:
 
 def test_ascending_pages_stream(three: list, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The first page of a huge log stops reading right after it (peeking at one more line per file)."""
-    from jupyter_ext.service import log_entries
+    from jupyter_ext.service.logs import listing
     job = tmp_path / "huge"
     write_log(job, "workerpool0-0", [(stamp(1, i), "stdout", f"l{i}") for i in range(5000)])
     read = []
-    real = log_entries.read_log
+    real = listing.read_log
 
     def counting(path: Path, offset: int = 0):
         for item in real(path, offset):
             read.append(item)
             yield item
-    monkeypatch.setattr(log_entries, "read_log", counting)
+    monkeypatch.setattr(listing, "read_log", counting)
     page = list_entries([("9", "proj", job, None)], page_size=10)
     assert len(page["entries"]) == 10 and len(read) <= 12
 
 
 def test_a_time_lower_bound_seeks_instead_of_reading_everything(monkeypatch: pytest.MonkeyPatch,
                                                                  tmp_path: Path) -> None:
-    from jupyter_ext.service import log_entries
+    from jupyter_ext.service.logs import listing
     job = tmp_path / "huge"
     write_log(job, "workerpool0-0", [(stamp(i // 1000, i % 1000), "stdout", f"l{i}") for i in range(20000)])
     read = []
-    real = log_entries.read_log
-    monkeypatch.setattr(log_entries, "read_log",
+    real = listing.read_log
+    monkeypatch.setattr(listing, "read_log",
                         lambda path, offset=0: (read.append(item) or item for item in real(path, offset)))
     sources = [("9", "proj", job, None)]
     for bound in (f'timestamp>="{stamp(19, 990)}"', f'timestamp>"{stamp(19, 989)}"'):

@@ -10,7 +10,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import write_spec
+from conftest import log_lines, pool, write_spec
 
 from jupyter_ext import packaging
 from jupyter_ext.packaging import PackagingError, build_context, resolve_base_image, write_context
@@ -196,11 +196,9 @@ def test_base_image_errors_and_regions() -> None:
 
 
 def test_the_gpu_variant_follows_the_primary_pool() -> None:
-    gpu_job = JobSpec.from_dict({"workerPoolSpecs": [{
-        "machineSpec": {"machineType": "n1-standard-8", "acceleratorType": "NVIDIA_TESLA_T4", "acceleratorCount": 1},
-        "replicaCount": 1, "containerSpec": {"imageUri": "x"}}]})
-    cpu_job = JobSpec.from_dict({"workerPoolSpecs": [{
-        "machineSpec": {"machineType": "n1-standard-8"}, "replicaCount": 1, "containerSpec": {"imageUri": "x"}}]})
+    gpu_job = JobSpec.from_dict({"workerPoolSpecs": [
+        pool(machine="n1-standard-8", accelerator="NVIDIA_TESLA_T4", accelerator_count=1, image="x")]})
+    cpu_job = JobSpec.from_dict({"workerPoolSpecs": [pool(machine="n1-standard-8", image="x")]})
     assert packaging.primary_has_gpu(gpu_job) and not packaging.primary_has_gpu(cpu_job)
     ctx = build_context(CELL, gpu=packaging.primary_has_gpu(gpu_job))
     assert ctx.base_image == f"{PREBUILT}/tf-gpu.2-17.py310:latest"
@@ -239,7 +237,7 @@ def test_the_sdist_is_deterministic_and_runs_as_a_python_package_job(tmp_path: P
                               "packageUris": [str(sdist_path)], "pythonModule": "trainer.task"}}])
     result = Supervisor(JobSpec.load(spec), job_dir=tmp_path / "job").run()
     assert result.state == "SUCCEEDED", result.error
-    assert (tmp_path / "job/logs/workerpool0-0.log").read_text().split(" ", 2)[2].strip() == "ok"
+    assert [text for _, _, text in log_lines(tmp_path / "job", "workerpool0-0")] == ["ok"]
 
 
 def test_an_sdist_cannot_carry_local_wheels(tmp_path: Path) -> None:

@@ -13,13 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import pool, processes_of_job, vtrain, write_spec
+from conftest import job_status, log_lines, pool, processes_of_job, vtrain, write_spec
 from jupyter_ext.runner import Supervisor
 from jupyter_ext.spec import JobSpec
-
-
-def _status(job_dir: Path) -> dict:
-    return json.loads((job_dir / "status.json").read_text())
 
 
 def _when(stamp: str) -> float:
@@ -27,15 +23,15 @@ def _when(stamp: str) -> float:
 
 
 def test_every_replica_gets_its_environment_and_a_log_file(tmp_path: Path) -> None:
-    spec = write_spec(tmp_path / "job.yaml", [pool("echo_env.py", 1, "--lr", "0.1"), pool("echo_env.py", 2)])
+    spec = write_spec(tmp_path / "job.yaml", [pool(1, trainer="echo_env.py", args=["--lr", "0.1"]),
+                                              pool(2, trainer="echo_env.py")])
     done = vtrain("run", str(spec), "--job-dir", str(tmp_path / "job"))
     assert done.returncode == 0, done.stderr
     assert done.stdout.rstrip().splitlines()[-1].startswith("vtrain: job ") and "SUCCEEDED" in done.stdout.splitlines()[-1]
     seen = {}
     for task in ("workerpool0-0", "workerpool1-0", "workerpool1-1"):
         assert f"[{task}] {{" in done.stdout  # echoed live with the replica's name
-        line = (tmp_path / "job" / "logs" / f"{task}.log").read_text().splitlines()[0]
-        stamp, stream, text = line.split(" ", 2)
+        stamp, stream, text = log_lines(tmp_path / "job", task)[0]
         assert stream == "stdout" and _when(stamp) > 0
         seen[task] = json.loads(text)
     tf = {task: json.loads(s["env"]["TF_CONFIG"]) for task, s in seen.items()}
@@ -46,28 +42,29 @@ def test_every_replica_gets_its_environment_and_a_log_file(tmp_path: Path) -> No
     assert seen["workerpool0-0"]["argv"] == ["--lr", "0.1"]
     model_dir = seen["workerpool1-0"]["env"]["AIP_MODEL_DIR"]
     assert model_dir == f"{tmp_path / 'job' / 'output'}/model/"
-    status = _status(tmp_path / "job")
+    status = job_status(tmp_path / "job")
     assert status["state"] == "SUCCEEDED" and [r["exit_code"] for r in status["replicas"]] == [0, 0, 0]
 
 
 def test_a_crashing_worker_fails_the_job_fast_and_leaves_nothing(tmp_path: Path) -> None:
-    spec = write_spec(tmp_path / "job.yaml", [pool("crash.py", 1, "--crash-task", "worker:1"),
-                                              pool("crash.py", 2, "--crash-task", "worker:1")])
+    spec = write_spec(tmp_path / "job.yaml", [pool(1, trainer="crash.py", args=["--crash-task", "worker:1"]),
+                                              pool(2, trainer="crash.py", args=["--crash-task", "worker:1"])])
     done = vtrain("run", str(spec), "--job-dir", str(tmp_path / "job"))
     assert done.returncode == 1
     assert "replica workerpool1-1 (worker) exited with code 1" in done.stdout
     assert "RuntimeError: boom from worker 1" in done.stdout  # the last traceback lines are in the error
     assert "FAILED" in done.stdout.splitlines()[-1]
-    status = _status(tmp_path / "job")
+    status = job_status(tmp_path / "job")
     assert processes_of_job(status["job_id"]) == []  # replicas and their grandchildren are gone
-    crash_line = (tmp_path / "job" / "logs" / "workerpool1-1.log").read_text().splitlines()[-1]
-    assert "RuntimeError" in crash_line
-    assert _when(status["end_time"]) - _when(crash_line.split(" ", 1)[0]) < 2.0
+    crash_stamp, _, crash_text = log_lines(tmp_path / "job", "workerpool1-1")[-1]
+    assert "RuntimeError" in crash_text
+    assert _when(status["end_time"]) - _when(crash_stamp) < 2.0
     assert [r["exit_code"] for r in status["replicas"]] == [None, None, 1]  # the others were stopped
 
 
 def test_primary_success_stops_servers_that_never_exit(tmp_path: Path) -> None:
-    job = JobSpec.from_dict({"workerPoolSpecs": [pool("echo_env.py"), {}, pool("crash.py", 2)]}, "servers")
+    job = JobSpec.from_dict({"workerPoolSpecs": [pool(trainer="echo_env.py"), {}, pool(2, trainer="crash.py")]},
+                            "servers")
     result = Supervisor(job, job_dir=tmp_path / "job").run()
     assert result.state == "SUCCEEDED"
     assert [r.exit_code for r in result.replicas] == [0, None, None]
@@ -75,7 +72,7 @@ def test_primary_success_stops_servers_that_never_exit(tmp_path: Path) -> None:
 
 
 def test_ctrl_c_cancels_and_leaves_nothing(tmp_path: Path) -> None:
-    spec = write_spec(tmp_path / "job.yaml", [pool("crash.py"), pool("crash.py", 2)])
+    spec = write_spec(tmp_path / "job.yaml", [pool(trainer="crash.py"), pool(2, trainer="crash.py")])
     proc = subprocess.Popen([sys.executable, "-m", "jupyter_ext.cli", "run", str(spec), "--job-dir",
                              str(tmp_path / "job")], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
@@ -86,11 +83,11 @@ def test_ctrl_c_cancels_and_leaves_nothing(tmp_path: Path) -> None:
     rest, _ = proc.communicate(timeout=30)
     assert proc.returncode == 130
     assert "CANCELLED" in rest.splitlines()[-1]
-    assert processes_of_job(_status(tmp_path / "job")["job_id"]) == []
+    assert processes_of_job(job_status(tmp_path / "job")["job_id"]) == []
 
 
 def test_cancel_from_another_thread(tmp_path: Path) -> None:
-    job = JobSpec.from_dict({"workerPoolSpecs": [pool("crash.py"), pool("crash.py", 1)]}, "cancel-me")
+    job = JobSpec.from_dict({"workerPoolSpecs": [pool(trainer="crash.py"), pool(1, trainer="crash.py")]}, "cancel-me")
     sup = Supervisor(job, job_dir=tmp_path / "job", on_lines=lambda *a: "heartbeat 1" in a[3][-1] and sup.cancel())
     result = sup.run()
     assert result.state == "CANCELLED" and result.exit_code == 130
@@ -98,18 +95,17 @@ def test_cancel_from_another_thread(tmp_path: Path) -> None:
 
 
 def test_timeout_fails_the_job(tmp_path: Path) -> None:
-    job = JobSpec.from_dict({"workerPoolSpecs": [pool("crash.py")], "scheduling": {"timeout": "1.5s"}}, "slow")
+    job = JobSpec.from_dict({"workerPoolSpecs": [pool(trainer="crash.py")], "scheduling": {"timeout": "1.5s"}}, "slow")
     result = Supervisor(job, job_dir=tmp_path / "job").run()
     assert result.state == "FAILED" and "scheduling.timeout of 1.5s" in result.error
 
 
 def test_logs_keep_stderr_apart_and_a_last_line_without_newline(tmp_path: Path) -> None:
     code = "import sys; print('out'); print('err', file=sys.stderr); sys.stdout.write('tail')"
-    job = JobSpec.from_dict({"workerPoolSpecs": [{"machineSpec": {"machineType": "n1-standard-4"},
-                             "replicaCount": 1, "containerSpec": {"imageUri": "x", "command": ["python", "-c", code]}}]})
+    job = JobSpec.from_dict({"workerPoolSpecs": [pool(image="x", command=["python", "-c", code])]})
     result = Supervisor(job, job_dir=tmp_path / "job").run()
-    lines = [ln.split(" ", 1)[1] for ln in (tmp_path / "job/logs/workerpool0-0.log").read_text().splitlines()]
-    assert sorted(lines) == ["stderr err", "stdout out", "stdout tail"]
+    lines = [(stream, text) for _, stream, text in log_lines(tmp_path / "job", "workerpool0-0")]
+    assert sorted(lines) == [("stderr", "err"), ("stdout", "out"), ("stdout", "tail")]
     assert result.replicas[0].lines == 3
 
 
@@ -145,9 +141,7 @@ def test_python_package_jobs_run_from_local_packages(tmp_path: Path, kind: str) 
 
 
 def test_an_image_without_command_is_refused_before_anything_starts(tmp_path: Path) -> None:
-    spec = write_spec(tmp_path / "job.yaml", [pool("echo_env.py"),
-                                              {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 1,
-                                               "containerSpec": {"imageUri": "gcr.io/p/trainer:1"}}])
+    spec = write_spec(tmp_path / "job.yaml", [pool(trainer="echo_env.py"), pool(image="gcr.io/p/trainer:1")])
     done = vtrain("run", str(spec), "--job-dir", str(tmp_path / "job"))
     assert done.returncode == 1
     assert "workerPoolSpecs[1].containerSpec.command: the process backend cannot run" in done.stdout
@@ -155,7 +149,7 @@ def test_an_image_without_command_is_refused_before_anything_starts(tmp_path: Pa
 
 
 def test_invalid_job_is_a_usage_error_without_traceback(tmp_path: Path) -> None:
-    spec = write_spec(tmp_path / "job.yaml", [pool("echo_env.py", 2)])
+    spec = write_spec(tmp_path / "job.yaml", [pool(2, trainer="echo_env.py")])
     done = vtrain("run", str(spec))
     assert done.returncode == 2
     assert done.stderr.strip() == ("vtrain: error: workerPoolSpecs[0].replicaCount: "
@@ -164,16 +158,15 @@ def test_invalid_job_is_a_usage_error_without_traceback(tmp_path: Path) -> None:
 
 
 def test_env_list_expands_earlier_variables(tmp_path: Path) -> None:
-    spec = pool("echo_env.py")
-    spec["containerSpec"]["env"] = [{"name": "A", "value": "x"}, {"name": "B", "value": "$(A)-$(CLOUD_ML_JOB_ID)-$$(A)"}]
-    code = "import os; print(os.environ['B'])"
-    spec["containerSpec"]["command"] = ["python", "-c", code]
+    spec = pool(command=["python", "-c", "import os; print(os.environ['B'])"],
+                env={"A": "x", "B": "$(A)-$(CLOUD_ML_JOB_ID)-$$(A)"})
     result = Supervisor(JobSpec.from_dict({"workerPoolSpecs": [spec]}), job_dir=tmp_path / "job").run()
-    assert (tmp_path / "job/logs/workerpool0-0.log").read_text().split(" ", 2)[2].strip() == f"x-{result.job_id}-$(A)"
+    assert [text for _, _, text in log_lines(tmp_path / "job", "workerpool0-0")] == [f"x-{result.job_id}-$(A)"]
 
 
 def test_many_replicas_all_start_and_finish(tmp_path: Path) -> None:
-    job = JobSpec.from_dict({"workerPoolSpecs": [pool("echo_env.py"), pool("echo_env.py", 15)]}, "wide")
+    job = JobSpec.from_dict({"workerPoolSpecs": [pool(trainer="echo_env.py"), pool(15, trainer="echo_env.py")]},
+                            "wide")
     result = Supervisor(job, job_dir=tmp_path / "job").run()
     assert result.state == "SUCCEEDED", result.error
     assert all(r.lines == 1 for r in result.replicas) and len(result.replicas) == 16
@@ -193,8 +186,7 @@ print(task["type"], "done")
 
 @pytest.mark.parametrize("restart", [True, False])
 def test_restart_policy_restarts_only_the_failed_replica(tmp_path: Path, restart: bool) -> None:
-    pools = [{"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": n,
-              "containerSpec": {"imageUri": "x", "command": ["python", "-c", FLAKY]}} for n in (1, 1)]
+    pools = [pool(image="x", command=["python", "-c", FLAKY]) for _ in range(2)]
     job = JobSpec.from_dict({"workerPoolSpecs": pools, "scheduling": {"restartJobOnWorkerRestart": restart}})
     notes: list[str] = []
     result = Supervisor(job, job_dir=tmp_path / "job", on_note=notes.append).run()

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -19,7 +16,8 @@ from google.cloud import aiplatform
 from google.cloud import logging as cloud_logging
 from google.oauth2.credentials import Credentials
 
-from conftest import TRAINERS, processes_of_job, vtrain, write_spec
+from conftest import (job_id, kill_service, pool, processes_of_job, restart_service, vtrain, wait_for, wait_state,
+                      write_spec)
 from jupyter_ext import launch
 from jupyter_ext.service import daemon
 
@@ -27,29 +25,6 @@ from jupyter_ext.service import daemon
 @pytest.fixture(autouse=True)
 def _workbench_home(module_home: Path, fast_sdk_polling: None) -> Path:  # one service for the whole module
     return module_home
-
-
-@pytest.fixture(scope="module")
-def service(sdk_service: dict) -> dict:
-    return sdk_service
-
-
-def _pool(script: str, count: int = 1, *args: str) -> dict:
-    """SDK-style pool running a test trainer (absolute paths: replicas start in the job's folder)."""
-    return {"machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": count,
-            "container_spec": {"image_uri": "local/test-trainer",
-                               "command": [sys.executable, str(TRAINERS / script)], "args": list(args)}}
-
-
-def _wait_state(job: aiplatform.CustomJob, state: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while job.state.name != state:
-        assert time.monotonic() < deadline, f"still {job.state.name}, expected {state}"
-        time.sleep(0.2)
-
-
-def _job_id(job: aiplatform.CustomJob) -> str:
-    return job.resource_name.rsplit("/", 1)[1]
 
 
 def _request(endpoint: str, path: str, token: str | None, method: str = "GET") -> tuple[int, dict]:
@@ -64,8 +39,8 @@ def _request(endpoint: str, path: str, token: str | None, method: str = "GET") -
 
 
 def test_sdk_custom_job_runs_to_success_and_is_listed(service: dict) -> None:
-    job = aiplatform.CustomJob(display_name="sdk-three", worker_pool_specs=[_pool("echo_env.py"),
-                                                                             _pool("echo_env.py", 2)])
+    job = aiplatform.CustomJob(display_name="sdk-three", worker_pool_specs=[
+        pool(trainer="echo_env.py", form="sdk"), pool(2, trainer="echo_env.py", form="sdk")])
     job.run()
     assert job.state.name == "JOB_STATE_SUCCEEDED"
     again = aiplatform.CustomJob.get(job.resource_name)
@@ -74,37 +49,37 @@ def test_sdk_custom_job_runs_to_success_and_is_listed(service: dict) -> None:
     assert resource.start_time and resource.end_time and resource.create_time <= resource.start_time
     assert job.resource_name in [j.resource_name for j in aiplatform.CustomJob.list()]
     # the SDK's default base output directory (under the staging bucket) is kept on this machine
-    entries = list(launch.attach(_job_id(job)).logs(replica="workerpool1-1"))
+    entries = list(launch.attach(job_id(job.resource_name)).logs(replica="workerpool1-1"))
     env = json.loads(entries[0].text)["env"]
     assert env["AIP_MODEL_DIR"].startswith(str(daemon.paths.data_dir() / "gcs" / "local-bucket"))
     assert json.loads(env["TF_CONFIG"])["task"] == {"type": "worker", "index": 1}
 
 
 def test_a_bad_job_raises_the_sdks_error_with_our_message(service: dict) -> None:
-    job = aiplatform.CustomJob(display_name="bad", worker_pool_specs=[_pool("echo_env.py", 2)])
+    job = aiplatform.CustomJob(display_name="bad", worker_pool_specs=[pool(2, trainer="echo_env.py", form="sdk")])
     with pytest.raises(api_exceptions.BadRequest, match=r"workerPoolSpecs\[0\]\.replicaCount: the primary pool"):
         job.run()
 
 
 def test_cancel_a_long_job_leaves_nothing_running(service: dict) -> None:
-    job = aiplatform.CustomJob(display_name="long", worker_pool_specs=[_pool("crash.py"), _pool("crash.py", 2)])
+    job = aiplatform.CustomJob(display_name="long", worker_pool_specs=[
+        pool(trainer="crash.py", form="sdk"), pool(2, trainer="crash.py", form="sdk")])
     job.submit()
-    _wait_state(job, "JOB_STATE_RUNNING")
+    wait_state(job, "JOB_STATE_RUNNING")
     job.cancel()
-    _wait_state(job, "JOB_STATE_CANCELLED")
+    wait_state(job, "JOB_STATE_CANCELLED")
     assert job.gca_resource.error.code == 1  # google.rpc.Code.CANCELLED, as Vertex reports it
-    assert processes_of_job(_job_id(job)) == []
+    assert processes_of_job(job_id(job.resource_name)) == []
 
 
 def test_logging_client_lists_one_replicas_lines_in_order(service: dict) -> None:
     code = "import sys\nfor i in range(300): print(f'line {i}')\nprint('oops', file=sys.stderr)"
-    pool = {"machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 1,
-            "container_spec": {"image_uri": "x", "command": [sys.executable, "-c", code]}}
-    job = aiplatform.CustomJob(display_name="lines", worker_pool_specs=[_pool("echo_env.py"), pool])
+    job = aiplatform.CustomJob(display_name="lines", worker_pool_specs=[
+        pool(trainer="echo_env.py", form="sdk"), pool(code=code, image="x", form="sdk")])
     job.run()
     client = cloud_logging.Client(project="local", credentials=Credentials(token=daemon.read_token()),
                                   client_options={"api_endpoint": service["endpoint"]}, _use_grpc=False)
-    query = (f'resource.type="ml_job" AND resource.labels.job_id="{_job_id(job)}" '
+    query = (f'resource.type="ml_job" AND resource.labels.job_id="{job_id(job.resource_name)}" '
              'AND resource.labels.task_name="workerpool1-0"')
     entries = list(client.list_entries(filter_=query, order_by=cloud_logging.ASCENDING, page_size=120))
     assert [e.payload for e in entries] == [f"line {i}" for i in range(300)] + ["oops"]
@@ -115,13 +90,11 @@ def test_logging_client_lists_one_replicas_lines_in_order(service: dict) -> None
 
 
 def test_vtrain_logs_follow_shows_lines_while_the_job_runs(service: dict, tmp_path: Path) -> None:
-    spec = write_spec(tmp_path / "job.yaml", [{"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 1,
-                                               "containerSpec": {"imageUri": "x", "command": [
-                                                   sys.executable, str(TRAINERS / "crash.py")]}}])
+    spec = write_spec(tmp_path / "job.yaml", [pool(trainer="crash.py", image="x")])
     submitted = vtrain("submit", str(spec), "--name", "follow-me")
     assert submitted.returncode == 0, submitted.stderr
-    job_id = submitted.stdout.split()[1].rsplit("/", 1)[1]
-    follower = subprocess.Popen([sys.executable, "-m", "jupyter_ext.cli", "logs", job_id, "--follow"],
+    followed = job_id(submitted.stdout.split()[1])
+    follower = subprocess.Popen([sys.executable, "-m", "jupyter_ext.cli", "logs", followed, "--follow"],
                                 stdout=subprocess.PIPE, text=True)
     assert follower.stdout is not None
     seen = []
@@ -129,13 +102,13 @@ def test_vtrain_logs_follow_shows_lines_while_the_job_runs(service: dict, tmp_pa
         seen.append(line)
         if "heartbeat 2" in line:
             break
-    assert launch.attach(job_id).state == "JOB_STATE_RUNNING"  # lines arrived while it ran
+    assert launch.attach(followed).state == "JOB_STATE_RUNNING"  # lines arrived while it ran
     assert "[workerpool0-0]" in seen[-1]
-    assert vtrain("cancel", job_id).returncode == 0
+    assert vtrain("cancel", followed).returncode == 0
     rest, _ = follower.communicate(timeout=60)  # following ends by itself with the job
     assert follower.returncode == 0
     listed = vtrain("jobs", "--state", "CANCELLED")
-    assert job_id in listed.stdout and "follow-me" in listed.stdout
+    assert followed in listed.stdout and "follow-me" in listed.stdout
 
 
 def test_requests_without_the_token_are_refused(service: dict) -> None:
@@ -178,36 +151,37 @@ def test_status_json_tells_how_to_reach_the_service(service: dict) -> None:
 
 
 def test_a_crashed_service_fails_its_running_job_and_keeps_history(service: dict) -> None:
-    job = aiplatform.CustomJob(display_name="orphan", worker_pool_specs=[_pool("crash.py"), _pool("crash.py", 1)])
+    finished = aiplatform.CustomJob(display_name="before-crash",
+                                    worker_pool_specs=[pool(trainer="echo_env.py", form="sdk")])
+    finished.run()
+    job = aiplatform.CustomJob(display_name="orphan", worker_pool_specs=[
+        pool(trainer="crash.py", form="sdk"), pool(1, trainer="crash.py", form="sdk")])
     job.submit()
-    _wait_state(job, "JOB_STATE_RUNNING")
-    time.sleep(1)
-    os.kill(service["pid"], signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while daemon.status() is not None and time.monotonic() < deadline:  # the kill takes a moment
-        time.sleep(0.05)
-    restarted = daemon.ensure_running()
-    assert restarted["pid"] != service["pid"]
-    aiplatform.init(api_endpoint=restarted["endpoint"], credentials=Credentials(token=daemon.read_token()))
+    orphan = job_id(job.resource_name)
+    wait_state(job, "JOB_STATE_RUNNING")
+    # a crash with work under way: both replicas and their grandchildren running, the primary's first line logged
+    wait_for(lambda: len(processes_of_job(orphan)) >= 4, 30, "both replicas and their grandchildren to start")
+    wait_for(lambda: list(launch.attach(orphan).logs(replica="workerpool0-0")), 30, "the primary's first log line")
+    crashed_pid = service["pid"]
+    kill_service(service)
+    restart_service(service)
+    assert service["pid"] != crashed_pid
     again = aiplatform.CustomJob.get(job.resource_name)
     assert again.state.name == "JOB_STATE_FAILED"
     assert "service stopped while the job was running" in again.gca_resource.error.message
-    assert processes_of_job(_job_id(job)) == []
-    names = {j.display_name for j in aiplatform.CustomJob.list()}
-    assert {"sdk-three", "lines", "orphan"} <= names
-    assert [r.text for r in launch.attach(_job_id(job)).logs(replica="workerpool0-0")][:1] != []
-    service.update(restarted)
+    assert processes_of_job(orphan) == []
+    listed = {j.resource_name: j.state.name for j in aiplatform.CustomJob.list()}
+    assert listed[finished.resource_name] == "JOB_STATE_SUCCEEDED" and listed[job.resource_name] == "JOB_STATE_FAILED"
+    assert [r.text for r in launch.attach(orphan).logs(replica="workerpool0-0")][:1] != []
 
 
 def test_stopping_the_service_cancels_running_jobs(service: dict) -> None:
-    job = aiplatform.CustomJob(display_name="at-stop", worker_pool_specs=[_pool("crash.py")])
+    job = aiplatform.CustomJob(display_name="at-stop", worker_pool_specs=[pool(trainer="crash.py", form="sdk")])
     job.submit()
-    _wait_state(job, "JOB_STATE_RUNNING")
+    wait_state(job, "JOB_STATE_RUNNING")
     assert vtrain("service", "stop").stdout.strip() == "stopped"
-    assert processes_of_job(_job_id(job)) == []
-    info = daemon.ensure_running()
-    aiplatform.init(api_endpoint=info["endpoint"], credentials=Credentials(token=daemon.read_token()))
+    assert processes_of_job(job_id(job.resource_name)) == []
+    restart_service(service)
     again = aiplatform.CustomJob.get(job.resource_name)
     assert again.state.name == "JOB_STATE_CANCELLED"
     assert "the local service was stopped" in again.gca_resource.error.message
-    service.update(info)

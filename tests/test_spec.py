@@ -9,8 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import legacy_job, pool
 from jupyter_ext.errors import SpecError, WorkbenchError
-from jupyter_ext.spec import FORMATS, JobSpec
+from jupyter_ext.names import FORMATS
+from jupyter_ext.spec import JobSpec
 
 SPECS = Path(__file__).parent / "data" / "specs"
 # format -> sample files under tests/data/specs (each has a .json and a .yaml twin)
@@ -22,21 +24,6 @@ SAMPLES = {
 }
 ALL_SAMPLES = [(fmt, stem) for fmt, stems in SAMPLES.items() for stem in stems]
 TF_CPU = "us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-17.py310:latest"
-
-
-def pool(machine="n1-standard-4", accel=None, count=None, replicas=1, image="gcr.io/p/trainer:1"):
-    ms = {"machineType": machine}
-    if accel is not None:
-        ms["acceleratorType"] = accel
-    if count is not None:
-        ms["acceleratorCount"] = count
-    return {"machineSpec": ms, "replicaCount": replicas, "containerSpec": {"imageUri": image}}
-
-
-def legacy(**training_input):
-    ti = {"scaleTier": "CUSTOM", "masterType": "standard", "masterConfig": {"imageUri": "gcr.io/p/master:1"}}
-    ti.update(training_input)
-    return JobSpec.from_dict({"jobId": "census", "trainingInput": ti})
 
 
 def machine(p):
@@ -126,8 +113,10 @@ def test_load_accepts_text_dicts_and_messages():
 # ---- enum names vs numbers, int64 as strings vs numbers ------------------------------------------------
 
 @pytest.mark.parametrize("a,b", [
-    (pool("n1-standard-8", "NVIDIA_TESLA_T4", 2), pool("n1-standard-8", 5, 2)),
-    (pool("n1-standard-8", "NVIDIA_TESLA_V100", 1), pool("n1-standard-8", 3, "1")),
+    (pool(machine="n1-standard-8", accelerator="NVIDIA_TESLA_T4", accelerator_count=2),
+     pool(machine="n1-standard-8", accelerator=5, accelerator_count=2)),
+    (pool(machine="n1-standard-8", accelerator="NVIDIA_TESLA_V100", accelerator_count=1),
+     pool(machine="n1-standard-8", accelerator=3, accelerator_count="1")),
     (pool(replicas=1), pool(replicas="1")),
 ], ids=["enum-name-vs-number", "count-as-string", "int64-as-string"])
 def test_equivalent_spellings_give_the_same_job(a, b):
@@ -138,7 +127,8 @@ def test_equivalent_spellings_give_the_same_job(a, b):
 def test_different_values_give_different_jobs():
     assert JobSpec.from_dict([pool(replicas=1), pool(replicas=2)], "x") != \
         JobSpec.from_dict([pool(replicas=1), pool(replicas=3)], "x")
-    assert JobSpec.from_dict([pool("n1-standard-8", 5, 1)], "x") != JobSpec.from_dict([pool("n1-standard-8", 3, 1)], "x")
+    assert JobSpec.from_dict([pool(machine="n1-standard-8", accelerator=5, accelerator_count=1)], "x") != \
+        JobSpec.from_dict([pool(machine="n1-standard-8", accelerator=3, accelerator_count=1)], "x")
 
 
 # ---- round trips ---------------------------------------------------------------------------------------
@@ -194,19 +184,19 @@ def test_legacy_job_dumped_for_vertex_carries_job_dir():
 # ---- legacy AI Platform mapping ------------------------------------------------------------------------
 
 def test_legacy_roles_map_to_pools_in_order():
-    job = legacy(workerCount=3, parameterServerCount="2", evaluatorCount=1)
+    job = legacy_job(workerCount=3, parameterServerCount="2", evaluatorCount=1)
     assert [(pos, p.replica_count) for pos, p in job.pools] == [(0, 1), (1, 3), (2, 2), (3, 1)]
 
 
 def test_legacy_missing_middle_role_leaves_an_empty_pool():
-    job = legacy(parameterServerCount=1)
+    job = legacy_job(parameterServerCount=1)
     assert [pos for pos, _ in job.pools] == [0, 2]
     assert len(job.spec.worker_pool_specs) == 3
 
 
 def test_legacy_images_and_types_default_to_the_masters():
-    job = legacy(masterType="complex_model_m", workerCount=2, parameterServerCount=1,
-                 parameterServerConfig={"imageUri": "gcr.io/p/ps:1"})
+    job = legacy_job(image="gcr.io/p/master:1", masterType="complex_model_m", workerCount=2, parameterServerCount=1,
+                     parameterServerConfig={"imageUri": "gcr.io/p/ps:1"})
     pools = list(job.spec.worker_pool_specs)
     assert [p.container_spec.image_uri for p in pools] == ["gcr.io/p/master:1", "gcr.io/p/master:1", "gcr.io/p/ps:1"]
     assert [p.machine_spec.machine_type for p in pools] == ["n1-highcpu-16"] * 3
@@ -217,7 +207,7 @@ def test_legacy_images_and_types_default_to_the_masters():
     ("n1-standard-16", "n1-standard-16"),
 ])
 def test_legacy_machine_names(legacy_name, machine_type):
-    assert legacy(masterType=legacy_name).spec.worker_pool_specs[0].machine_spec.machine_type == machine_type
+    assert legacy_job(masterType=legacy_name).spec.worker_pool_specs[0].machine_spec.machine_type == machine_type
 
 
 def test_scale_tier_basic_is_one_standard_primary():
@@ -242,7 +232,7 @@ def test_custom_tier_needs_master_type():
 
 
 def test_job_dir_becomes_flag_and_output_directory():
-    job = legacy(workerCount=1, parameterServerCount=1, args=["--steps", "5"], jobDir="gs://b/jd")
+    job = legacy_job(workerCount=1, parameterServerCount=1, args=["--steps", "5"], jobDir="gs://b/jd")
     spec = job.custom_job_spec()
     assert [list(p.container_spec.args) for _, p in job.pools] == [["--steps", "5"]] * 3
     assert [list(p.container_spec.args) for p in spec.worker_pool_specs] == [
@@ -291,8 +281,10 @@ def test_unknown_field_names_where():
 
 
 @pytest.mark.parametrize("source,path", [
-    ({"workerPoolSpecs": [pool("n1-standard-8", "NVIDIA_T4", 1)]}, "workerPoolSpecs[0].machineSpec.acceleratorType"),
-    ({"displayName": "a", "jobSpec": {"workerPoolSpecs": [pool(), pool("n1-standard-8", "T4", 1)]}},
+    ({"workerPoolSpecs": [pool(machine="n1-standard-8", accelerator="NVIDIA_T4", accelerator_count=1)]},
+     "workerPoolSpecs[0].machineSpec.acceleratorType"),
+    ({"displayName": "a", "jobSpec": {"workerPoolSpecs": [
+        pool(), pool(machine="n1-standard-8", accelerator="T4", accelerator_count=1)]}},
      "jobSpec.workerPoolSpecs[1].machineSpec.acceleratorType"),
 ])
 def test_bad_enum_name_names_path_and_lists_valid_names(source, path):
@@ -318,7 +310,7 @@ def test_non_integer_replica_count_names_pool(count):
 
 def test_legacy_non_integer_count():
     with pytest.raises(SpecError, match=r"^trainingInput\.workerCount: not a whole number: 'two'$"):
-        legacy(workerCount="two")
+        legacy_job(workerCount="two")
 
 
 def test_yaml_syntax_error(tmp_path):

@@ -1,22 +1,25 @@
-"""Study logic without a service: parsing, validation, sampling, trial jobs, metrics files, and the
-TuningMonitor's table and plot."""
+"""Study logic without a service: parsing, validation (`validate.tuning_problems`), sampling, trial jobs,
+metrics files, and the TuningMonitor's table and plot."""
 
 from __future__ import annotations
 
 import importlib.util
+import itertools
 import json
 import math
 import os
 import subprocess
 import sys
+import time
+import tracemalloc
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
 from google.cloud.aiplatform_v1 import types as v1
 
-from conftest import pool
-from jupyter_ext import tuning
+from conftest import pool, write_file
+from jupyter_ext import tuning, validate
 from jupyter_ext.errors import SpecError, ValidationError
 from jupyter_ext.spec import JobSpec
 
@@ -24,7 +27,7 @@ ISSUE_PARAMS = "learning_rate=double:1e-4:1e-1:log, units=int:16:128, optimizer=
 
 
 def _resource(study: v1.StudySpec, pools: list[dict] | None = None, **fields: object) -> v1.HyperparameterTuningJob:
-    spec = v1.CustomJobSpec.from_json(json.dumps({"workerPoolSpecs": pools or [pool("hpt_trainer.py")]}))
+    spec = v1.CustomJobSpec.from_json(json.dumps({"workerPoolSpecs": pools or [pool(trainer="hpt_trainer.py")]}))
     return v1.HyperparameterTuningJob(display_name="hpt", study_spec=study, trial_job_spec=spec,
                                       **{"max_trial_count": 4, "parallel_trial_count": 2, **fields})
 
@@ -68,9 +71,9 @@ def test_a_rest_body_is_recognised(tmp_path: Path) -> None:
     body = {"displayName": "from-file", "studySpec": {"metrics": [{"metricId": "accuracy", "goal": "MAXIMIZE"}],
                                                      "parameters": [{"parameterId": "units", "integerValueSpec": {
                                                          "minValue": "1", "maxValue": "3"}}]},
-            "maxTrialCount": 3, "parallelTrialCount": 1, "trialJobSpec": {"workerPoolSpecs": [pool("hpt_trainer.py")]}}
-    path = tmp_path / "hpt.json"
-    path.write_text(json.dumps(body))
+            "maxTrialCount": 3, "parallelTrialCount": 1,
+            "trialJobSpec": {"workerPoolSpecs": [pool(trainer="hpt_trainer.py")]}}
+    path = write_file(tmp_path / "hpt.json", body)
     resource = tuning.load_request(path)
     assert resource is not None and resource.max_trial_count == 3
     assert resource.study_spec.parameters[0].integer_value_spec.max_value == 3
@@ -88,22 +91,30 @@ def test_a_rest_body_is_recognised(tmp_path: Path) -> None:
     ("a=int:1:2, a=int:1:3", "studySpec.parameters[1].parameterId: 'a' is listed twice"),
 ])
 def test_study_problems_are_one_line_naming_the_field(params: str, message: str) -> None:
-    problems = tuning.problems(_resource(tuning.study_spec(params, "accuracy:maximize")))
+    problems = validate.tuning_problems(_resource(tuning.study_spec(params, "accuracy:maximize")))
     assert len(problems) == 1 and problems[0].startswith(message), problems
 
 
 def test_counts_metrics_and_the_trial_job_are_checked() -> None:
     study = v1.StudySpec(parameters=tuning.parse_parameters("a=int:1:2"))
-    bad_pool = {**pool("hpt_trainer.py"), "replicaCount": 2}
-    problems = tuning.problems(_resource(study, [bad_pool], max_trial_count=0, parallel_trial_count=0,
-                                         max_failed_trial_count=-1))
+    bad_pool = pool(2, trainer="hpt_trainer.py")
+    problems = validate.tuning_problems(_resource(study, [bad_pool], max_trial_count=0, parallel_trial_count=0,
+                                                  max_failed_trial_count=-1))
     assert "maxTrialCount: required, a positive number of trials" in problems
     assert "parallelTrialCount: required, a positive number of trials to run at once" in problems
     assert "maxFailedTrialCount: must not be negative (0: no limit)" in problems
     assert any(p.startswith("studySpec.metrics: at least one metric is required") for p in problems)
     assert any(p.startswith("trialJobSpec.workerPoolSpecs[0].replicaCount:") for p in problems)
     with pytest.raises(ValidationError):
-        tuning.check(_resource(study, [bad_pool]))
+        validate.check_tuning(_resource(study, [bad_pool]))
+    valid = _resource(tuning.study_spec("a=int:1:2", "accuracy:maximize"))
+    assert validate.check_tuning(valid).display_name == "hpt"  # the trial job
+
+
+def test_a_long_name_is_reported_once() -> None:
+    resource = _resource(tuning.study_spec("a=int:1:2", "accuracy:maximize"))
+    resource.display_name = "x" * 129  # the trial job has the same name: one line, not two
+    assert validate.tuning_problems(resource) == ["displayName: 129 characters is too long (at most 128)"]
 
 
 def test_notices_say_what_runs_differently_here() -> None:
@@ -117,9 +128,9 @@ def test_notices_say_what_runs_differently_here() -> None:
 
 def test_random_search_is_reproducible_from_the_job_id_and_in_range() -> None:
     study = tuning.study_spec(ISSUE_PARAMS, "accuracy:maximize", "random")
-    first = tuning.suggestions(study, 200, seed="1234")
-    assert first == tuning.suggestions(study, 200, seed="1234")
-    assert first != tuning.suggestions(study, 200, seed="1235")
+    first = list(tuning.suggestions(study, 200, seed="1234"))
+    assert first == list(tuning.suggestions(study, 200, seed="1234"))
+    assert first != list(tuning.suggestions(study, 200, seed="1235"))
     lrs = [s["learning_rate"] for s in first]
     assert all(1e-4 <= v <= 1e-1 for v in lrs)
     below_1e_2 = sum(v < 1e-2 for v in lrs) / len(lrs)  # log scale: two of three decades lie below 1e-2
@@ -130,25 +141,45 @@ def test_random_search_is_reproducible_from_the_job_id_and_in_range() -> None:
 
 def test_grid_search_walks_the_cartesian_product() -> None:
     study = tuning.study_spec("units=int:1:3, opt=categorical:adam,sgd", "m:max", "grid")
-    grid = tuning.suggestions(study, 100, seed="x")
+    grid = list(tuning.suggestions(study, 100, seed="x"))
     assert grid == [{"units": u, "opt": o} for u in (1, 2, 3) for o in ("adam", "sgd")]  # ends with the grid
-    spread = tuning.suggestions(study, 3, seed="x")
+    spread = list(tuning.suggestions(study, 3, seed="x"))
     assert [s["units"] for s in spread] == [1, 2, 3]  # spread over the grid, not its first corner
 
 
 def test_grid_doubles_take_evenly_spaced_points_log_spaced_on_a_log_scale() -> None:
-    log = tuning.suggestions(tuning.study_spec("lr=double:1e-4:1e-1:log", "m:max", "grid"), 4)
+    log = list(tuning.suggestions(tuning.study_spec("lr=double:1e-4:1e-1:log", "m:max", "grid"), 4))
     assert [s["lr"] for s in log] == pytest.approx([1e-4, 1e-3, 1e-2, 1e-1])
-    linear = tuning.suggestions(tuning.study_spec("x=double:0:1, c=categorical:a,b", "m:max", "grid"), 6)
+    linear = list(tuning.suggestions(tuning.study_spec("x=double:0:1, c=categorical:a,b", "m:max", "grid"), 6))
     assert sorted({s["x"] for s in linear}) == pytest.approx([0, 0.5, 1])
     assert len(linear) == 6
 
 
+@pytest.mark.parametrize("algorithm", ["random", "grid"])
+def test_trials_are_made_on_demand_so_max_trial_count_may_be_huge(algorithm: str) -> None:
+    study = tuning.study_spec("lr=double:1e-4:1e-1:log, units=int:16:128", "m:max", algorithm)
+    started = time.monotonic()
+    tracemalloc.start()
+    try:
+        first = list(itertools.islice(tuning.suggestions(study, 2_000_000_000, seed="x"), 5))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert len(first) == 5 and all(16 <= s["units"] <= 128 for s in first)
+    assert peak < 1_000_000 and time.monotonic() - started < 5  # no list of 2e9 trials or grid points
+
+
+def test_a_huge_grid_is_still_spread_evenly() -> None:
+    study = tuning.study_spec("u=int:0:9999999999, c=categorical:a,b", "m:max", "grid")
+    assert list(tuning.suggestions(study, 4)) == [{"u": u, "c": "a"} for u in (0, 2_500_000_000, 5_000_000_000,
+                                                                             7_500_000_000)]
+
+
 def test_parameters_reach_every_pool_as_arguments_but_not_a_reduction_server() -> None:
-    reducer = {"machineSpec": {"machineType": "n1-highcpu-16"}, "replicaCount": 1,
-               "containerSpec": {"imageUri": "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest"}}
-    base = JobSpec.load({"workerPoolSpecs": [pool("hpt_trainer.py", 1, "--epochs", "2"),
-                                             pool("hpt_trainer.py", 2), reducer]})
+    reducer = pool(machine="n1-highcpu-16",
+                   image="us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver:latest")
+    base = JobSpec.load({"workerPoolSpecs": [pool(1, trainer="hpt_trainer.py", args=["--epochs", "2"]),
+                                             pool(2, trainer="hpt_trainer.py"), reducer]})
     job = tuning.trial_job(base, {"learning_rate": 0.001, "units": 64, "optimizer": "adam"}, 3)
     pools = job.spec.worker_pool_specs
     assert list(pools[0].container_spec.args) == ["--epochs", "2", "--learning_rate=0.001", "--units=64",

@@ -3,13 +3,11 @@ the Cloud Logging client, `vtrain tune` and `%%vertex_train --tune`."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -18,30 +16,20 @@ from google.api_core import exceptions as api_exceptions
 from google.cloud import aiplatform
 from google.cloud.aiplatform import hyperparameter_tuning as hpt
 
-from conftest import TRAINERS, processes_of_job, vtrain, write_spec
+from conftest import (TRAINERS, job_id, kill_service, pool, processes_of_job, restart_service, vtrain, wait_for,
+                      wait_state, write_spec)
 from jupyter_ext import launch, tuning
-from jupyter_ext.service import daemon
 
 sys.path.insert(0, str(TRAINERS))
 from hpt_trainer import expected_accuracy  # noqa: E402
 
 TRAINER = str(TRAINERS / "hpt_trainer.py")
+hpt_pool = functools.partial(pool, trainer="hpt_trainer.py", form="sdk")  # every SDK pool here runs it
 
 
 @pytest.fixture(autouse=True)
 def _workbench_home(module_home: Path, fast_sdk_polling: None) -> Path:  # one service for the whole module
     return module_home
-
-
-@pytest.fixture(scope="module")
-def service(sdk_service: dict) -> dict:
-    return sdk_service
-
-
-def _pool(count: int = 1, *args: str) -> dict:
-    return {"machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": count,
-            "container_spec": {"image_uri": "local/test-trainer", "command": [sys.executable, TRAINER],
-                               "args": list(args)}}
 
 
 def _sdk_job(name: str, pools: list[dict], parameter_spec: dict, **kwargs: Any) -> aiplatform.HyperparameterTuningJob:
@@ -55,15 +43,8 @@ def _params(trial: Any) -> dict[str, Any]:
     return tuning.parameters_of(trial)
 
 
-def _wait_state(handle: launch.TuningHandle, state: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while handle.state != state:
-        assert time.monotonic() < deadline, f"still {handle.resource.state.name}, expected {state}"
-        time.sleep(0.2)
-
-
 def test_sdk_tuning_job_runs_four_trials_two_at_a_time(service: dict) -> None:
-    job = _sdk_job("sdk-hpt", [_pool(1), _pool(1)], {
+    job = _sdk_job("sdk-hpt", [hpt_pool(1), hpt_pool(1)], {
         "learning_rate": hpt.DoubleParameterSpec(min=1e-4, max=1e-1, scale="log"),
         "units": hpt.IntegerParameterSpec(min=16, max=128, scale="linear"),
         "optimizer": hpt.CategoricalParameterSpec(values=["adam", "sgd"])},
@@ -96,14 +77,13 @@ def test_sdk_tuning_job_runs_four_trials_two_at_a_time(service: dict) -> None:
     assert job.resource_name in [j.resource_name for j in aiplatform.HyperparameterTuningJob.list()]
     # the same seed (the job's ID) gives the same trials
     study = again.gca_resource.study_spec
-    job_id = job.resource_name.rsplit("/", 1)[1]
-    assert [_params(t) for t in trials] == [
-        {k: pytest.approx(v) for k, v in s.items()} for s in tuning.suggestions(study, 4, seed=job_id)]
+    assert [_params(t) for t in trials] == [{k: pytest.approx(v) for k, v in s.items()}
+                                            for s in tuning.suggestions(study, 4, seed=job_id(job.resource_name))]
 
     # the notebook's view: table, best trial, a trial's logs through the job monitor
     from widgets.tuning import TuningMonitor
 
-    monitor = TuningMonitor(launch.attach_tuning(job_id))
+    monitor = TuningMonitor(launch.attach_tuning(job_id(job.resource_name)))
     assert monitor.wait(30) == "JOB_STATE_SUCCEEDED" and monitor.best_trial == best
     assert monitor.to_html().count('data-best="true"') == 1
     trial_view = monitor.show_trial(best)
@@ -117,13 +97,12 @@ def test_sdk_tuning_job_runs_four_trials_two_at_a_time(service: dict) -> None:
 
 def test_every_replica_of_trial_3_sees_its_trial_and_writes_under_base_3(service: dict, tmp_path: Path) -> None:
     base = tmp_path / "out"
-    spec = {"workerPoolSpecs": [{"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 1,
-                                 "containerSpec": {"imageUri": "x", "command": [sys.executable, TRAINER]}},
-                                {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 2,
-                                 "containerSpec": {"imageUri": "x", "command": [sys.executable, TRAINER]}}],
+    spec = {"workerPoolSpecs": [pool(1, trainer="hpt_trainer.py", image="x"),
+                                pool(2, trainer="hpt_trainer.py", image="x")],
             "baseOutputDirectory": {"outputUriPrefix": str(base)}}
     study = tuning.study_spec("units=int:16:18", "accuracy:maximize", "grid")
-    handle = launch.submit_tuning(spec, study, max_trials=3, parallel=3, display_name="trial-env")
+    handle = launch.submit_tuning(launch.tuning_request(spec, study, max_trials=3, parallel=3,
+                                                       display_name="trial-env"))
     assert handle.wait(60) == "JOB_STATE_SUCCEEDED", handle.error
     seen = {}
     for record in handle.trial(3).logs():  # the Logging API, filtered by the trial label
@@ -145,7 +124,7 @@ def test_every_replica_of_trial_3_sees_its_trial_and_writes_under_base_3(service
 
 
 def test_failed_trials_past_max_failed_trial_count_fail_the_job(service: dict) -> None:
-    job = _sdk_job("failing", [_pool(1, "--fail-on", "2,3,4")],
+    job = _sdk_job("failing", [hpt_pool(1, args=["--fail-on", "2,3,4"])],
                    {"units": hpt.IntegerParameterSpec(min=1, max=6, scale="linear")},
                    max_trial_count=6, parallel_trial_count=1, max_failed_trial_count=2, search_algorithm="grid")
     with pytest.raises(RuntimeError, match="3 trials failed, more than maxFailedTrialCount 2"):
@@ -163,11 +142,12 @@ def test_failed_trials_past_max_failed_trial_count_fail_the_job(service: dict) -
 
 def test_with_no_limit_the_job_fails_only_when_no_trial_succeeded(service: dict) -> None:
     study = tuning.study_spec("units=int:1:2", "accuracy:maximize", "grid")
-    ok = launch.submit_tuning([_pool(1, "--fail-on", "1")], study, max_trials=2, parallel=2, display_name="some-fail")
+    ok = launch.submit_tuning(launch.tuning_request([hpt_pool(1, args=["--fail-on", "1"])], study, max_trials=2,
+                                                   parallel=2, display_name="some-fail"))
     assert ok.wait(60) == "JOB_STATE_SUCCEEDED"
     assert [t.state.name for t in ok.trials] == ["INFEASIBLE", "SUCCEEDED"]
-    bad = launch.submit_tuning([_pool(1, "--fail-on", "1", "--no-metric")], study, max_trials=2, parallel=2,
-                               display_name="all-fail")
+    bad = launch.submit_tuning(launch.tuning_request([hpt_pool(1, args=["--fail-on", "1", "--no-metric"])], study,
+                                                    max_trials=2, parallel=2, display_name="all-fail"))
     assert bad.wait(60) == "JOB_STATE_FAILED"
     assert bad.error.startswith("all 2 trials failed; last failure: trial ")
     reasons = {t.id: t.infeasible_reason for t in bad.trials}
@@ -175,13 +155,13 @@ def test_with_no_limit_the_job_fails_only_when_no_trial_succeeded(service: dict)
 
 
 def test_a_bad_study_or_trial_job_is_a_400_naming_the_field(service: dict) -> None:
-    job = _sdk_job("bad", [_pool(1)], {"lr": hpt.DoubleParameterSpec(min=1e-4, max=1e-1, scale="log"),
-                                       "x": hpt.DoubleParameterSpec(min=1, max=0, scale="linear")},
+    job = _sdk_job("bad", [hpt_pool(1)], {"lr": hpt.DoubleParameterSpec(min=1e-4, max=1e-1, scale="log"),
+                                          "x": hpt.DoubleParameterSpec(min=1, max=0, scale="linear")},
                    max_trial_count=2, parallel_trial_count=1)
     with pytest.raises(api_exceptions.BadRequest,
                        match=r"studySpec\.parameters\[1\]\.doubleValueSpec\.minValue: must be below maxValue"):
         job.run()
-    job = _sdk_job("bad", [_pool(2)], {"x": hpt.IntegerParameterSpec(min=1, max=2, scale="linear")},
+    job = _sdk_job("bad", [hpt_pool(2)], {"x": hpt.IntegerParameterSpec(min=1, max=2, scale="linear")},
                    max_trial_count=2, parallel_trial_count=1)
     with pytest.raises(api_exceptions.BadRequest, match=r"trialJobSpec\.workerPoolSpecs\[0\]\.replicaCount"):
         job.run()
@@ -189,15 +169,13 @@ def test_a_bad_study_or_trial_job_is_a_400_naming_the_field(service: dict) -> No
 
 def test_cancel_stops_every_running_trial(service: dict) -> None:
     study = tuning.study_spec("units=int:1:4", "accuracy:maximize", "grid")
-    handle = launch.submit_tuning([_pool(1, "--sleep", "60"), _pool(1, "--sleep", "60")], study, max_trials=4,
-                                  parallel=2, display_name="to-cancel")
-    _wait_state(handle, "JOB_STATE_RUNNING")
-    deadline = time.monotonic() + 30
-    while len(processes_of_job(handle.id)) < 4:  # two trials of two replicas
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
+    pools = [hpt_pool(1, args=["--sleep", "60"]), hpt_pool(1, args=["--sleep", "60"])]
+    handle = launch.submit_tuning(launch.tuning_request(pools, study, max_trials=4, parallel=2,
+                                                       display_name="to-cancel"))
+    wait_state(handle, "JOB_STATE_RUNNING")
+    wait_for(lambda: len(processes_of_job(handle.id)) >= 4, 30, "two trials of two replicas to start")
     handle.cancel()
-    _wait_state(handle, "JOB_STATE_CANCELLED")
+    wait_state(handle, "JOB_STATE_CANCELLED")
     resource = handle.refresh()
     assert resource.error.code == 1  # google.rpc.Code.CANCELLED, as Vertex reports it
     assert [t.state.name for t in resource.trials] == ["INFEASIBLE", "INFEASIBLE"]
@@ -207,9 +185,7 @@ def test_cancel_stops_every_running_trial(service: dict) -> None:
 
 @pytest.mark.skipif(importlib.util.find_spec("hypertune") is None, reason="cloudml-hypertune is not installed")
 def test_vtrain_tune_with_an_unmodified_hypertune_trainer(service: dict, tmp_path: Path) -> None:
-    spec = write_spec(tmp_path / "job.yaml", [{"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 1,
-                                               "containerSpec": {"imageUri": "x", "command": [
-                                                   sys.executable, TRAINER, "--use-hypertune"]}}])
+    spec = write_spec(tmp_path / "job.yaml", [pool(image="x", command=[sys.executable, TRAINER, "--use-hypertune"])])
     done = vtrain("tune", str(spec), "--params", "optimizer=categorical:adam,sgd, units=discrete:16,64",
                   "--metric", "accuracy:maximize", "--trials", "4", "--parallel", "2", "--algorithm", "grid",
                   timeout=120)
@@ -271,28 +247,23 @@ def test_the_magic_runs_a_tuning_job_and_shows_the_monitor(service: dict) -> Non
 
 def test_a_crashed_service_fails_its_tuning_job_and_a_stopped_one_cancels_it(service: dict) -> None:
     study = tuning.study_spec("units=int:1:4", "accuracy:maximize", "grid")
-    pools = [_pool(1, "--sleep", "60")]
-    crashed = launch.submit_tuning(pools, study, max_trials=4, parallel=2, display_name="orphan")
-    _wait_state(crashed, "JOB_STATE_RUNNING")
-    deadline = time.monotonic() + 30
-    while len(processes_of_job(crashed.id)) < 2:
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
-    os.kill(service["pid"], signal.SIGKILL)
-    while (info := daemon.status()) and info["pid"] == service["pid"]:  # SIGKILL takes a moment
-        time.sleep(0.05)
-    service.update(daemon.ensure_running())
+    pools = [hpt_pool(1, args=["--sleep", "60"])]
+    crashed = launch.submit_tuning(launch.tuning_request(pools, study, max_trials=4, parallel=2, display_name="orphan"))
+    wait_state(crashed, "JOB_STATE_RUNNING")
+    wait_for(lambda: len(processes_of_job(crashed.id)) >= 2, 30, "two trials to start")
+    kill_service(service)
+    restart_service(service)
     resource = crashed.refresh()
     assert resource.state.name == "JOB_STATE_FAILED"
     assert resource.error.message == "the local service stopped while the job was running"
     assert {t.state.name for t in resource.trials} == {"INFEASIBLE"}
     assert processes_of_job(crashed.id) == []
 
-    stopped = launch.submit_tuning(pools, study, max_trials=4, parallel=2, display_name="at-stop")
-    _wait_state(stopped, "JOB_STATE_RUNNING")
+    stopped = launch.submit_tuning(launch.tuning_request(pools, study, max_trials=4, parallel=2, display_name="at-stop"))
+    wait_state(stopped, "JOB_STATE_RUNNING")
     assert vtrain("service", "stop").stdout.strip() == "stopped"
     assert processes_of_job(stopped.id) == []
-    service.update(daemon.ensure_running())
+    restart_service(service)
     resource = stopped.refresh()
     assert resource.state.name == "JOB_STATE_CANCELLED"
     assert "the local service was stopped" in resource.error.message

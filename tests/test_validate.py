@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from jupyter_ext import cli
+from conftest import legacy_job, pool, vtrain_in_process, write_file, write_spec
 from jupyter_ext.errors import SpecError, ValidationError
 from jupyter_ext.spec import JobSpec
 from jupyter_ext.validate import check, problems
@@ -15,19 +14,6 @@ from jupyter_ext.validate import check, problems
 SPECS = Path(__file__).parent / "data" / "specs"
 TF_CPU = "us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-17.py310:latest"
 PACKAGE = {"executorImageUri": TF_CPU, "packageUris": ["gs://b/trainer-0.1.tar.gz"], "pythonModule": "trainer.task"}
-
-
-def pool(machine="n1-standard-4", accel=None, count=None, replicas=1, topology=None, **extra):
-    ms = {"machineType": machine}
-    if accel is not None:
-        ms["acceleratorType"] = accel
-    if count is not None:
-        ms["acceleratorCount"] = count
-    if topology is not None:
-        ms["tpuTopology"] = topology
-    p = {"machineSpec": ms, "replicaCount": replicas, "containerSpec": {"imageUri": "gcr.io/p/trainer:1"}}
-    p.update(extra)
-    return {k: v for k, v in p.items() if v is not None}
 
 
 def job(*pools, name="job", **spec):
@@ -47,15 +33,17 @@ GOOD = {
     "gap in the middle": [pool(), {}, pool(replicas=2)],
     "two gaps then evaluator": [pool(), {}, {}, pool()],
     "four pools": [pool(), pool(replicas=2), pool(replicas=2), pool(replicas=3)],
-    "T4 x 4 on n1-standard-8": [pool(), pool("n1-standard-8", "NVIDIA_TESLA_T4", 4)],
-    "V100 x 2 on n1-standard-16": [pool("n1-standard-16", "NVIDIA_TESLA_V100", 2)],
-    "V100 as enum number": [pool("n1-standard-16", 3, 2)],
-    "a2-highgpu-2g with A100 x 2": [pool("a2-highgpu-2g", "NVIDIA_TESLA_A100", 2)],
-    "cloud-tpu TPU_V3 x 8": [pool("cloud-tpu", "TPU_V3", 8)],
-    "ct5lp-hightpu-4t 2x2": [pool("ct5lp-hightpu-4t", topology="2x2")],
+    "T4 x 4 on n1-standard-8": [pool(),
+                                pool(machine="n1-standard-8", accelerator="NVIDIA_TESLA_T4", accelerator_count=4)],
+    "V100 x 2 on n1-standard-16": [
+        pool(machine="n1-standard-16", accelerator="NVIDIA_TESLA_V100", accelerator_count=2)],
+    "V100 as enum number": [pool(machine="n1-standard-16", accelerator=3, accelerator_count=2)],
+    "a2-highgpu-2g with A100 x 2": [
+        pool(machine="a2-highgpu-2g", accelerator="NVIDIA_TESLA_A100", accelerator_count=2)],
+    "cloud-tpu TPU_V3 x 8": [pool(machine="cloud-tpu", accelerator="TPU_V3", accelerator_count=8)],
+    "ct5lp-hightpu-4t 2x2": [pool(machine="ct5lp-hightpu-4t", topology="2x2")],
     "python package": [package_pool()],
-    "env names": [pool(containerSpec={"imageUri": "i", "env": [{"name": "_A1", "value": "x"},
-                                                               {"name": "lower_case", "value": ""}]})],
+    "env names": [pool(image="i", env={"_A1": "x", "lower_case": ""})],
     "disk 100 GB pd-standard": [pool(diskSpec={"bootDiskType": "pd-standard", "bootDiskSizeGb": 100})],
     "disk 64000 GB hyperdisk": [pool(diskSpec={"bootDiskType": "hyperdisk-balanced", "bootDiskSizeGb": 64000})],
 }
@@ -74,30 +62,33 @@ BAD = [
     ("primary with 2 replicas", [pool(replicas=2)], "workerPoolSpecs[0].replicaCount", "exactly 1 replica, not 2"),
     ("five pools", [pool()] * 5, "workerPoolSpecs", "5 pools, at most 4"),
     ("0 replicas in a pool", [pool(), pool(replicas=0)], "workerPoolSpecs[1].replicaCount", "at least 1"),
-    ("count without type", [pool(count=2)], "workerPoolSpecs[0].machineSpec.acceleratorCount", "needs an acceleratorType"),
-    ("A100 on n1-standard-8", [pool("n1-standard-8", "NVIDIA_TESLA_A100", 1)],
+    ("count without type", [pool(accelerator_count=2)], "workerPoolSpecs[0].machineSpec.acceleratorCount",
+     "needs an acceleratorType"),
+    ("A100 on n1-standard-8", [pool(machine="n1-standard-8", accelerator="NVIDIA_TESLA_A100", accelerator_count=1)],
      "workerPoolSpecs[0].machineSpec.acceleratorType",
      "NVIDIA_TESLA_A100 is not offered on n1-standard-8 (valid: NVIDIA_TESLA_P4 x 1, 2, 4; NVIDIA_TESLA_P100 x 1, 2, 4; "
      "NVIDIA_TESLA_T4 x 1, 2, 4; NVIDIA_TESLA_V100 x 1, 2, 4, 8)"),
-    ("V100 x 1 on n1-standard-16", [pool("n1-standard-16", "NVIDIA_TESLA_V100", 1)],
+    ("V100 x 1 on n1-standard-16",
+     [pool(machine="n1-standard-16", accelerator="NVIDIA_TESLA_V100", accelerator_count=1)],
      "workerPoolSpecs[0].machineSpec.acceleratorCount", "(valid: 2, 4, 8)"),
-    ("a2-highgpu-2g without accelerator", [pool("a2-highgpu-2g")],
+    ("a2-highgpu-2g without accelerator", [pool(machine="a2-highgpu-2g")],
      "workerPoolSpecs[0].machineSpec.acceleratorType", "NVIDIA_TESLA_A100 x 2"),
-    ("a2-highgpu-2g with A100 x 1", [pool("a2-highgpu-2g", "NVIDIA_TESLA_A100", 1)],
+    ("a2-highgpu-2g with A100 x 1",
+     [pool(machine="a2-highgpu-2g", accelerator="NVIDIA_TESLA_A100", accelerator_count=1)],
      "workerPoolSpecs[0].machineSpec.acceleratorCount", "(valid: 2)"),
-    ("T4 on e2-standard-4", [pool("e2-standard-4", "NVIDIA_TESLA_T4", 1)],
+    ("T4 on e2-standard-4", [pool(machine="e2-standard-4", accelerator="NVIDIA_TESLA_T4", accelerator_count=1)],
      "workerPoolSpecs[0].machineSpec.acceleratorType", "takes no accelerators"),
-    ("unknown machine", [pool(), pool("n1-standrd-4")], "workerPoolSpecs[1].machineSpec.machineType",
+    ("unknown machine", [pool(), pool(machine="n1-standrd-4")], "workerPoolSpecs[1].machineSpec.machineType",
      "'n1-standrd-4' is not a Vertex AI training machine type (did you mean: n1-standard-4"),
     ("no machine type", [pool(machine="")], "workerPoolSpecs[0].machineSpec.machineType", "required"),
-    ("cloud-tpu TPU_V3 x 16", [pool("cloud-tpu", "TPU_V3", 16)], "workerPoolSpecs[0].machineSpec.acceleratorCount",
-     "16 is not offered for TPU_V3 on cloud-tpu"),
-    ("ct5lp 3x3", [pool("ct5lp-hightpu-4t", topology="3x3")], "workerPoolSpecs[0].machineSpec.tpuTopology",
+    ("cloud-tpu TPU_V3 x 16", [pool(machine="cloud-tpu", accelerator="TPU_V3", accelerator_count=16)],
+     "workerPoolSpecs[0].machineSpec.acceleratorCount", "16 is not offered for TPU_V3 on cloud-tpu"),
+    ("ct5lp 3x3", [pool(machine="ct5lp-hightpu-4t", topology="3x3")], "workerPoolSpecs[0].machineSpec.tpuTopology",
      "3x3 is not offered on ct5lp-hightpu-4t (valid: 2x2, 2x4"),
-    ("ct5lp without topology", [pool("ct5lp-hightpu-4t")], "workerPoolSpecs[0].machineSpec.tpuTopology",
+    ("ct5lp without topology", [pool(machine="ct5lp-hightpu-4t")], "workerPoolSpecs[0].machineSpec.tpuTopology",
      "required for ct5lp-hightpu-4t"),
-    ("TPU job with a second pool", [pool("cloud-tpu", "TPU_V3", 8), pool()], "workerPoolSpecs[0].machineSpec",
-     "a TPU job runs exactly one pool"),
+    ("TPU job with a second pool", [pool(machine="cloud-tpu", accelerator="TPU_V3", accelerator_count=8), pool()],
+     "workerPoolSpecs[0].machineSpec", "a TPU job runs exactly one pool"),
     ("neither container nor package", [pool(containerSpec=None)], "workerPoolSpecs[0]",
      "give exactly one of containerSpec or pythonPackageSpec"),
     ("container without image", [pool(), pool(containerSpec={"args": ["x"]})],
@@ -108,8 +99,7 @@ BAD = [
      "workerPoolSpecs[0].pythonPackageSpec.packageUris", "at least one"),
     ("package without module", [package_pool(pythonModule=None)],
      "workerPoolSpecs[0].pythonPackageSpec.pythonModule", "required"),
-    ("bad env name", [pool(containerSpec={"imageUri": "i", "env": [{"name": "OK", "value": "1"},
-                                                                   {"name": "MY-VAR", "value": "1"}]})],
+    ("bad env name", [pool(image="i", env={"OK": "1", "MY-VAR": "1"})],
      "workerPoolSpecs[0].containerSpec.env[1].name", "'MY-VAR' is not a valid variable name"),
     ("env name starting with a digit", [package_pool(env=[{"name": "1X", "value": "1"}])],
      "workerPoolSpecs[0].pythonPackageSpec.env[0].name", "'1X'"),
@@ -132,13 +122,15 @@ def test_bad_jobs_name_the_field(pools, path, fragment):
 
 
 def test_t4_x3_exact_message():
-    assert problems(job(pool(), pool("n1-standard-8", "NVIDIA_TESLA_T4", 3))) == [
+    t4_x3 = pool(machine="n1-standard-8", accelerator="NVIDIA_TESLA_T4", accelerator_count=3)
+    assert problems(job(pool(), t4_x3)) == [
         "workerPoolSpecs[1].machineSpec.acceleratorCount: 3 is not offered for NVIDIA_TESLA_T4 on n1-standard-8 "
         "(valid: 1, 2, 4)"]
 
 
 def test_every_problem_is_reported():
-    found = problems(job(pool(replicas=2), pool("n1-standard-8", "NVIDIA_TESLA_T4", 3), pool(replicas=0)))
+    t4_x3 = pool(machine="n1-standard-8", accelerator="NVIDIA_TESLA_T4", accelerator_count=3)
+    found = problems(job(pool(replicas=2), t4_x3, pool(replicas=0)))
     assert [p.split(": ", 1)[0] for p in found] == [
         "workerPoolSpecs[0].replicaCount", "workerPoolSpecs[1].machineSpec.acceleratorCount",
         "workerPoolSpecs[2].replicaCount"]
@@ -159,11 +151,6 @@ def test_display_name(name, ok):
         assert len(found) == 1 and found[0].startswith("displayName: ")
     if len(name) == 129:
         assert found == ["displayName: 129 characters is too long (at most 128)"]
-
-
-def legacy_job(job_id):
-    return JobSpec.from_dict({"jobId": job_id, "trainingInput": {
-        "scaleTier": "CUSTOM", "masterType": "standard", "masterConfig": {"imageUri": "gcr.io/p/i"}}})
 
 
 @pytest.mark.parametrize("job_id,ok", [
@@ -206,28 +193,17 @@ def test_check_raises_with_all_problems_or_returns_the_job():
 
 # ---- vtrain validate -------------------------------------------------------------------------------------
 
-def vtrain(capsys, *args):
-    code = cli.main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 @pytest.mark.parametrize("name", ["rest_custom_job.json", "gcloud_config.yaml", "sdk_pools.yaml", "sdk_job.json",
                                   "legacy_config.yaml"])
 def test_vtrain_validate_ok(capsys, name):
-    assert vtrain(capsys, "validate", str(SPECS / name)) == (0, "ok\n", "")
-
-
-def write(tmp_path, name, data):
-    path = tmp_path / name
-    path.write_text(json.dumps(data))
-    return str(path)
+    assert vtrain_in_process(capsys, "validate", str(SPECS / name)) == (0, "ok\n", "")
 
 
 def test_vtrain_validate_reports_each_problem(capsys, tmp_path):
-    path = write(tmp_path, "bad.json", {"workerPoolSpecs": [
-        pool(replicas=2), pool("n1-standard-8", "NVIDIA_TESLA_T4", 3), pool("e2-standard-4", "NVIDIA_TESLA_T4", 1)]})
-    code, out, err = vtrain(capsys, "validate", path)
+    path = write_spec(tmp_path / "bad.json", [
+        pool(replicas=2), pool(machine="n1-standard-8", accelerator="NVIDIA_TESLA_T4", accelerator_count=3),
+        pool(machine="e2-standard-4", accelerator="NVIDIA_TESLA_T4", accelerator_count=1)])
+    code, out, err = vtrain_in_process(capsys, "validate", str(path))
     assert code == 2 and out == ""
     lines = err.splitlines()
     assert lines == [
@@ -243,19 +219,21 @@ def test_vtrain_validate_reports_each_problem(capsys, tmp_path):
 @pytest.mark.parametrize("content,field", [
     ({"workerPoolSpecs": [pool(pythonPackageSpec=PACKAGE)]}, "workerPoolSpecs[0]"),
     ({"workerPoolSpecs": [pool(replicas="two")]}, "workerPoolSpecs[0].replicaCount"),
-    ({"workerPoolSpecs": [pool("n1-standard-8", "NVIDIA_T4", 1)]}, "workerPoolSpecs[0].machineSpec.acceleratorType"),
+    ({"workerPoolSpecs": [pool(machine="n1-standard-8", accelerator="NVIDIA_T4", accelerator_count=1)]},
+     "workerPoolSpecs[0].machineSpec.acceleratorType"),
     # an acceleratorType number that is no AcceleratorType member
-    ({"workerPoolSpecs": [pool("n1-standard-8", 99, 1)]}, "workerPoolSpecs[0].machineSpec.acceleratorType"),
+    ({"workerPoolSpecs": [pool(machine="n1-standard-8", accelerator=99, accelerator_count=1)]},
+     "workerPoolSpecs[0].machineSpec.acceleratorType"),
 ], ids=["both task specs", "bad replicaCount", "bad enum name", "bad enum number"])
 def test_vtrain_validate_unreadable_job_is_one_line(capsys, tmp_path, content, field):
-    code, out, err = vtrain(capsys, "validate", write(tmp_path, "job.json", content))
+    code, out, err = vtrain_in_process(capsys, "validate", str(write_file(tmp_path / "job.json", content)))
     assert code == 2 and out == ""
     assert len(err.splitlines()) == 1 and err.startswith(f"vtrain: error: {field}: ")
     assert "Traceback" not in err
 
 
 def test_vtrain_validate_missing_file(capsys, tmp_path):
-    code, out, err = vtrain(capsys, "validate", str(tmp_path / "nope.yaml"))
+    code, out, err = vtrain_in_process(capsys, "validate", str(tmp_path / "nope.yaml"))
     assert (code, out) == (2, "")
     assert err == f"vtrain: error: no such job file: {tmp_path / 'nope.yaml'}\n"
 
@@ -265,4 +243,4 @@ def test_legacy_config_without_job_id_validates_whatever_its_file_name(capsys, t
     # census-config.yaml must not fail for a job ID the user never wrote.
     path = tmp_path / "census-config.yaml"
     path.write_text("trainingInput:\n  masterType: standard\n  masterConfig:\n    imageUri: gcr.io/p/census:1\n")
-    assert vtrain(capsys, "validate", str(path)) == (0, "ok\n", "")
+    assert vtrain_in_process(capsys, "validate", str(path)) == (0, "ok\n", "")

@@ -9,29 +9,25 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_ext import cli
+from conftest import pool, vtrain_in_process, write_file
 from jupyter_ext.spec import JobSpec
-from widgets import ClusterInspector, PoolConfigurator, _logic
+from widgets import ClusterInspector, PoolConfigurator
+from widgets.tables import INSPECTOR_COLUMNS, env_json
 
 SPECS = Path(__file__).parent / "data" / "specs"
 SVG = "{http://www.w3.org/2000/svg}"
 
 
-def pool(count, image="gcr.io/p/trainer:1"):
-    return {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": count, "containerSpec": {"imageUri": image}}
-
-
 def four_pool_job(tmp_path):
-    path = tmp_path / "four.json"
-    path.write_text(json.dumps({"displayName": "four", "jobSpec": {
+    return write_file(tmp_path / "four.json", {"displayName": "four", "jobSpec": {
         "workerPoolSpecs": [pool(1), pool(2), pool(1), pool(2)],
-        "baseOutputDirectory": {"outputUriPrefix": "gs://b/out"}}}))
-    return path
+        "baseOutputDirectory": {"outputUriPrefix": "gs://b/out"}}})
 
 
 def cli_rows(capsys, *argv):
-    assert cli.main(["inspect", *argv, "--json"]) == 0
-    return json.loads(capsys.readouterr().out)
+    code, out, _ = vtrain_in_process(capsys, "inspect", *argv, "--json")
+    assert code == 0
+    return json.loads(out)
 
 
 KEYS = ["task_name", "role", "index", "address"]
@@ -56,7 +52,7 @@ def test_rows_match_vtrain_inspect_for_every_format(capsys, name):
 
 def test_table_columns_and_tf_config_tasks(tmp_path):
     inspector = ClusterInspector(four_pool_job(tmp_path))
-    assert list(inspector.table.columns) == _logic.INSPECTOR_COLUMNS
+    assert list(inspector.table.columns) == INSPECTOR_COLUMNS
     assert list(inspector.table["tf_config_task"]) == ["chief:0", "worker:0", "worker:1", "ps:0", "evaluator:0",
                                                        "evaluator:1"]
     assert "TF_CONFIG task" in inspector.table_html.value and "cmle-training-workerpool3" in inspector.table_html.value
@@ -94,7 +90,7 @@ def test_selected_replica_shows_cluster_spec_and_tf_config(tmp_path):
     assert "CLUSTER_SPEC of workerpool1-1" in html and "TF_CONFIG of workerpool1-1" in html
     tf_config = json.loads(replica.env["TF_CONFIG"])
     assert tf_config["task"] == {"type": "worker", "index": 1}
-    assert _logic.env_json(replica, "TF_CONFIG") == json.dumps(tf_config, indent=2)
+    assert env_json(replica, "TF_CONFIG") == json.dumps(tf_config, indent=2)
 
 
 def test_trial_and_address_style(tmp_path):

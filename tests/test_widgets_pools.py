@@ -4,15 +4,16 @@ comes from the core (validate, spec, cluster). Widgets build without a kernel.""
 from __future__ import annotations
 
 import json
-import shlex
 from pathlib import Path
 
 import pytest
 
-from jupyter_ext import catalog, cluster, validate
+import comm
+from conftest import pool
+from jupyter_ext import catalog, cluster, exports, packaging, validate
 from jupyter_ext.spec import JobSpec
-from widgets import PoolConfigurator, vertex_pools
-from widgets import _logic
+from widgets import PoolConfigurator, _html, vertex_pools
+from widgets.tables import replica_frame
 
 SPECS = Path(__file__).parent / "data" / "specs"
 IMAGE = "us-docker.pkg.dev/proj/repo/trainer:1"
@@ -29,22 +30,18 @@ def choose(card, **fields):
 
 
 def four_pools():
-    def pool(machine, count, **extra):
-        return {"machineSpec": {"machineType": machine, **extra}, "replicaCount": str(count),
-                "containerSpec": {"imageUri": IMAGE, "args": ["--epochs", "3"],
-                                  "env": [{"name": "MODE", "value": "x"}]}}
-
+    trainer = {"image": IMAGE, "args": ["--epochs", "3"], "env": {"MODE": "x"}}  # what pools 0-2 run
+    # replica counts as strings, the way REST bodies carry int64 values
     return {
         "displayName": "four-pools",
         "labels": {"team": "vision"},
         "jobSpec": {
             "workerPoolSpecs": [
-                pool("n1-standard-8", 1, acceleratorType="NVIDIA_TESLA_T4", acceleratorCount=1),
-                {**pool("n1-standard-16", 3, acceleratorType="NVIDIA_TESLA_V100", acceleratorCount=2),
-                 "diskSpec": {"bootDiskType": "pd-standard", "bootDiskSizeGb": 200}},
-                pool("n1-highmem-8", 2),
-                {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": "1",
-                 "containerSpec": {"imageUri": "gcr.io/p/evaluator:2"}},
+                pool("1", machine="n1-standard-8", accelerator="NVIDIA_TESLA_T4", accelerator_count=1, **trainer),
+                pool("3", machine="n1-standard-16", accelerator="NVIDIA_TESLA_V100", accelerator_count=2,
+                     diskSpec={"bootDiskType": "pd-standard", "bootDiskSizeGb": 200}, **trainer),
+                pool("2", machine="n1-highmem-8", **trainer),
+                pool("1", image="gcr.io/p/evaluator:2"),
             ],
             "baseOutputDirectory": {"outputUriPrefix": "gs://bucket/out"},
             "scheduling": {"timeout": "7200s", "restartJobOnWorkerRestart": True},
@@ -60,7 +57,7 @@ def test_defaults_are_the_codelab_layout():
     assert [c.enabled.value for c in w.cards] == [True, True, False, False]
     assert w.cards[0].enabled.disabled and w.cards[0].replicas.disabled  # the primary is always one replica
     assert w.region == "us-central1"
-    assert w.image == _logic.DEFAULT_IMAGE
+    assert w.image == packaging.resolve_base_image()  # the workbench's default base image
     assert w.valid and w.problems == [] and "valid" in w.problems_html.value
 
 
@@ -134,10 +131,8 @@ def test_invalid_state_shows_the_core_message():
 
 
 def test_a_loaded_count_the_catalog_does_not_offer_is_shown_and_reported():
-    w = PoolConfigurator(spec={"workerPoolSpecs": [{"machineSpec": {"machineType": "n1-standard-8",
-                                                                    "acceleratorType": "NVIDIA_TESLA_V100",
-                                                                    "acceleratorCount": 3},
-                                                    "replicaCount": 1, "containerSpec": {"imageUri": IMAGE}}]})
+    w = PoolConfigurator(spec={"workerPoolSpecs": [
+        pool(machine="n1-standard-8", accelerator="NVIDIA_TESLA_V100", accelerator_count=3, image=IMAGE)]})
     card = w.cards[0]
     assert card.accelerator_count.value == 3 and values(card.accelerator_count) == [1, 2, 4, 8, 3]
     assert w.problems == validate.problems(w.spec)
@@ -155,7 +150,7 @@ def test_json_preview_is_the_sdk_worker_pool_specs():
 
 def test_replica_table_comes_from_the_cluster():
     w = PoolConfigurator(spec=four_pools())
-    table = _logic.replica_frame(w.spec)
+    table = replica_frame(w.spec)
     assert list(table["task name"]) == ["workerpool0-0", "workerpool1-0", "workerpool1-1", "workerpool1-2",
                                         "workerpool2-0", "workerpool2-1", "workerpool3-0"]
     assert list(table["role"][:2]) == ["primary", "worker"]
@@ -209,11 +204,10 @@ def test_reduction_server_suggestion():
 
 
 def test_reduction_server_arithmetic_is_the_catalogs():
-    state = reduction_server_layout().state
-    count, text = _logic.reducer_suggestion(state)
-    expected = catalog.suggest_reducers(catalog.workers_bandwidth([("n1-highmem-96", "NVIDIA_TESLA_V100", 8, 5)]))
-    assert (count, expected[0]) == (16, 16)
-    assert expected[1] in text
+    w = reduction_server_layout()
+    w.cards[2].mode.value = "reduction_server"
+    count, text = catalog.reducer_suggestion(w.spec)
+    assert count == 16 and w.cards[2].suggestion.value == _html.note(text)
 
 
 def test_reduction_server_image_follows_the_region():
@@ -266,57 +260,16 @@ def test_spec_round_trip_of_every_format(name):
     assert PoolConfigurator(spec=SPECS / name).spec == job
 
 
-def test_gcloud_command_has_one_worker_pool_spec_per_pool():
+def test_export_buttons_show_the_cores_exports():
     w = PoolConfigurator(spec=four_pools(), region="europe-west4")
-    text = w.export("gcloud")
-    assert w.export_kind == "gcloud" and "gcloud ai custom-jobs create" in w.export_output.value
-    argv = gcloud_argv(text)
-    assert argv[:4] == ["gcloud", "ai", "custom-jobs", "create"]
-    assert "--region=europe-west4" in argv and "--display-name=four-pools" in argv
-    specs = [a.split("=", 1)[1] for a in argv if a.startswith("--worker-pool-spec=")]
-    assert len(specs) == len(w.spec.spec.worker_pool_specs) == 4
-    first = dict(kv.split("=", 1) for kv in specs[0].split(","))
-    assert first == {"machine-type": "n1-standard-8", "replica-count": "1", "accelerator-type": "NVIDIA_TESLA_T4",
-                     "accelerator-count": "1", "container-image-uri": IMAGE}
-    assert dict(kv.split("=", 1) for kv in specs[2].split(",")) == {
-        "machine-type": "n1-highmem-8", "replica-count": "2", "container-image-uri": IMAGE}
-    # what flags cannot say (the evaluator has no args, disks, env) is named, with the --config alternative
-    assert not any(a.startswith("--args") for a in argv)
-    for lost in ("workerPoolSpecs[0].containerSpec.args", "workerPoolSpecs[1].diskSpec", "scheduling"):
-        assert lost in " ".join(line for line in text.splitlines() if line.startswith("#"))
-    assert "--config=config.yaml" in text
-
-
-def test_gcloud_command_of_a_simple_job_needs_no_config():
-    body = json.loads((SPECS / "rest_custom_job.json").read_text())
-    del body["jobSpec"]["baseOutputDirectory"]  # no gcloud flag for it
-    text = PoolConfigurator(spec=body).export("gcloud")
-    assert not text.startswith("#"), text
-    argv = gcloud_argv(text)
-    assert sum(a.startswith("--worker-pool-spec=") for a in argv) == 2
-    assert "--args=--epochs,3" in argv and "--labels=team=vision" in argv
-
-
-def gcloud_argv(text):
-    """The command as the shell would split it (comments dropped, line continuations joined)."""
-    command = "\n".join(line for line in text.splitlines() if not line.startswith("#"))
-    return shlex.split(command.replace("\\\n", " "))
-
-
-def test_sdk_snippet_is_python():
-    w = PoolConfigurator(spec=four_pools())
-    text = w.export("sdk")
-    compile(text, "snippet.py", "exec")
-    assert "aiplatform.CustomJob(" in text and ").run(" in text
-    assert "worker_pool_specs=[" in text and "base_output_dir='gs://bucket/out'" in text
-    assert "timeout=7200" in text and "restart_job_on_worker_restart=True" in text
-
-
-def test_config_yaml_loads_back_to_the_same_pools():
-    w = PoolConfigurator(spec=four_pools())
-    text = w.export("yaml")
-    assert text == w.spec.dump("gcloud", as_yaml=True)
-    assert JobSpec.load(text).spec.worker_pool_specs == w.spec.spec.worker_pool_specs
+    labels = {kind: button.description for kind, button in w.export_buttons.items()}
+    assert labels == {"gcloud": "gcloud command", "sdk": "Python SDK", "yaml": "config.yaml"}
+    for kind, core in (("gcloud", "gcloud-command"), ("sdk", "sdk-code"), ("yaml", "gcloud-config")):
+        w.export_buttons[kind].click()
+        text = exports.export(w.spec, core, "europe-west4")
+        assert w.export_kind == kind and w.export(kind) == text
+        assert w.export_output.value == _html.pre(text)
+        assert _html.heading(labels[kind]) in w.to_html()
 
 
 def test_exports_follow_changes():
@@ -342,10 +295,29 @@ def test_spec_keyword_and_display_name():
     assert w.spec.display_name == "again"
 
 
-def test_children_assigned_whole():
+@pytest.fixture
+def sent(monkeypatch):
+    """The state updates widgets send to the front end, as (comm id, state), in order.
+
+    With no kernel `comm.create_comm` gives a DummyComm; this one records what is sent."""
+    messages = []
+
+    class RecordingComm(comm.DummyComm):
+        def send(self, data=None, metadata=None, buffers=None):
+            if data and data.get("method") == "update":
+                messages.append((self.comm_id, data["state"]))
+
+    monkeypatch.setattr(comm, "create_comm", RecordingComm)
+    return messages
+
+
+def test_children_assigned_whole(sent):
     w = PoolConfigurator()
-    state = w.get_state()
-    assert len(state["children"]) == len(w.children)
-    assert len(w.cards[2].children) == 1  # a disabled pool shows its header only
-    w.cards[2].enabled.value = True
-    assert len(w.cards[2].children) > 1
+    card = w.cards[2]
+    assert len(card.children) == 1  # a disabled pool shows its header only
+    sent.clear()
+    card.enabled.value = True  # one user edit
+    updates = [state["children"] for comm_id, state in sent if comm_id == card.model_id and "children" in state]
+    assert len(card.children) > 1
+    assert updates == [[f"IPY_MODEL_{c.model_id}" for c in card.children]]  # one update, all rows at once
+    assert not any(comm_id == w.model_id for comm_id, _ in sent)  # the configurator's own layout stays

@@ -8,12 +8,19 @@ from typing import Any
 # public name -> module that defines it
 _EXPORTS = {
     "PoolConfigurator": "pools",
-    "vertex_pools": "pools",
     "ClusterInspector": "inspector",
     "JobMonitor": "monitor",
     "TuningMonitor": "tuning",
 }
-__all__ = sorted(_EXPORTS)
+__all__ = sorted([*_EXPORTS, "vertex_pools"])
+
+
+def vertex_pools(**kwargs: Any) -> Any:
+    """A PoolConfigurator; `spec=` loads a job (anything JobSpec.load accepts). What `%load_ext
+    jupyter_ext` puts in the notebook: the widgets load when it is first called."""
+    from .pools import PoolConfigurator
+
+    return PoolConfigurator(**kwargs)
 
 
 def __getattr__(name: str) -> Any:

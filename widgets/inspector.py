@@ -12,12 +12,14 @@ import pandas as pd
 from ipywidgets import HTML, Dropdown, HBox, Layout, Text, ToggleButtons, VBox
 from traitlets import Bool, Enum, Instance, Unicode, observe
 
-from jupyter_ext import cluster, validate
+from jupyter_ext import cluster, names, validate
 from jupyter_ext.errors import WorkbenchError
 from jupyter_ext.spec import JobSpec
 
-from . import _html, _logic
+from . import _html
 from .pools import PoolConfigurator
+from .tables import env_json, inspector_frame
+from .topology import topology_svg
 
 _COLUMN_TITLES = ["task name", "role", "index", "address", "TF_CONFIG task"]
 
@@ -30,7 +32,7 @@ class ClusterInspector(_html.StaticRepr, VBox):
     job = Instance(JobSpec, allow_none=True, help="the job shown")
     legacy = Bool(None, allow_none=True, help="AI Platform naming (master) if True, Vertex (chief) if False; "
                                               "None: from the job's format")
-    style = Enum(cluster.ADDRESS_STYLES, "cloud", help="address style: cloud, process or docker")
+    style = Enum(names.ADDRESS_STYLES, "cloud", help="address style: cloud, process or docker")
     trial = Unicode("", help="hyperparameter tuning trial number; empty outside tuning")
     selected = Unicode("", help="task name of the replica whose environment is shown")
 
@@ -41,7 +43,7 @@ class ClusterInspector(_html.StaticRepr, VBox):
         self.source = job if isinstance(job, PoolConfigurator) else None
         self.legacy_toggle = ToggleButtons(options=[("Vertex AI (chief)", False), ("AI Platform (master)", True)],
                                            style={"button_width": "150px"})
-        self.style_toggle = ToggleButtons(options=list(cluster.ADDRESS_STYLES), description="Addresses",
+        self.style_toggle = ToggleButtons(options=list(names.ADDRESS_STYLES), description="Addresses",
                                           style={"button_width": "80px"})
         self.trial_text = Text(description="Trial", placeholder="none", continuous_update=False,
                                style={"description_width": "40px"}, layout=Layout(width="140px"))
@@ -73,7 +75,7 @@ class ClusterInspector(_html.StaticRepr, VBox):
     @property
     def table(self) -> pd.DataFrame:
         """task_name, role, index, address (as `vtrain inspect --json`) and tf_config_task ("chief:0", "-")."""
-        return _logic.inspector_frame(self._replicas)
+        return inspector_frame(self._replicas)
 
     @property
     def effective_legacy(self) -> bool:
@@ -86,7 +88,7 @@ class ClusterInspector(_html.StaticRepr, VBox):
         return next((r for r in self._replicas if r.task_name == self.selected), None)
 
     def svg(self) -> str:
-        return _logic.topology_svg(self._replicas) if self._replicas else ""
+        return topology_svg(self._replicas) if self._replicas else ""
 
     # ---- events -----------------------------------------------------------------
     def _control_changed(self, trait: str, value: Any) -> None:
@@ -138,14 +140,14 @@ class ClusterInspector(_html.StaticRepr, VBox):
         replica = self.selected_replica
         if replica is None:
             return ""
-        tf_config = _logic.env_json(replica, "TF_CONFIG")
+        tf_config = env_json(replica, "TF_CONFIG")
         if not tf_config:
             why = "single-replica job" if len(self._replicas) == 1 else "not a TensorFlow task"
             tf_config_html = _html.note(f"not set ({why})")
         else:
             tf_config_html = _html.pre(tf_config, max_height="420px")
         return _html.side_by_side((f"CLUSTER_SPEC of {replica.task_name}",
-                                   _html.pre(_logic.env_json(replica, "CLUSTER_SPEC"), max_height="420px")),
+                                   _html.pre(env_json(replica, "CLUSTER_SPEC"), max_height="420px")),
                                   (f"TF_CONFIG of {replica.task_name}", tf_config_html))
 
     def to_html(self) -> str:

@@ -21,7 +21,6 @@ PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8
            "#bcbd22")
 STATE_COLOURS = {"SUCCEEDED": "#2e7d32", "FAILED": "#c62828", "CANCELLED": "#6d4c41", "CANCELLING": "#6d4c41",
                  "RUNNING": "#1565c0", "PENDING": "#6a1b9a", "QUEUED": "#6a1b9a"}
-_FAILED_REPLICA = re.compile(r"replica (workerpool\d+-\d+)")
 
 
 @dataclass(frozen=True)
@@ -89,12 +88,6 @@ def state_badge(state: str, elapsed: str = "") -> str:
     timing = f' <span style="opacity:.7">{html.escape(elapsed)}</span>' if elapsed else ""
     return (f'<span style="background:{bg};color:white;padding:2px 8px;border-radius:10px;'
             f'font-weight:600">{short}</span>{timing}')
-
-
-def failed_replica(error: str) -> str | None:
-    """The replica a job's error names (the runner says `replica workerpool1-0 ... exited`)."""
-    m = _FAILED_REPLICA.search(error)
-    return m.group(1) if m else None
 
 
 def error_html(error: str) -> str:

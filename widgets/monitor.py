@@ -18,10 +18,10 @@ from typing import Any
 import ipywidgets as w
 import traitlets
 
-from .logbuffer import (ALL, Line, LogBuffer, error_html, failed_replica, format_elapsed, render_lines,
-                        state_badge, task_key)
+from jupyter_ext import failure, states
 
-FINAL = ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED")
+from .logbuffer import ALL, Line, LogBuffer, error_html, format_elapsed, render_lines, state_badge, task_key
+
 REDRAW_EVERY = 0.25
 STATE_EVERY = 1.0
 RETRY_EVERY = 2.0
@@ -72,7 +72,7 @@ class JobMonitor(w.VBox):
             self._threads.append(thread)
 
     def cancel(self) -> None:
-        if self.handle is not None and self.state not in FINAL:
+        if self.handle is not None and not states.is_final(self.state):
             self.handle.cancel()
             self._cancel.disabled = True
 
@@ -95,12 +95,12 @@ class JobMonitor(w.VBox):
     def set_state(self, state: str, error: str = "", elapsed: str = "") -> None:
         self.state, self.error = state, error
         self._badge.value = state_badge(state, elapsed)
-        self._cancel.disabled = state in FINAL
+        self._cancel.disabled = states.is_final(state)
         if state == "JOB_STATE_FAILED" and error:
             self._error.value = error_html(error)
-            failing = failed_replica(error)
+            failing = failure.parse(error)
             if failing:  # its last traceback first
-                self.show_replica(failing)
+                self.show_replica(failing.task_name)
         elif error:
             self._error.value = error_html(error)
 
@@ -150,9 +150,7 @@ class JobMonitor(w.VBox):
 
         from .inspector import ClusterInspector
 
-        style = "cloud" if not handle.target.local else (
-            "docker" if handle.resource.labels.get("vtrain-backend") == "docker" else "process")
-        self.inspector = ClusterInspector(JobSpec.load(handle.resource), style=style)
+        self.inspector = ClusterInspector(JobSpec.load(handle.resource), style=handle.address_style)
         self._cluster.children = [self.inspector]
         self._cluster.set_title(0, "TF_CONFIG and CLUSTER_SPEC of every replica")
         self._cluster.selected_index = None
@@ -177,15 +175,13 @@ class JobMonitor(w.VBox):
 
     def _follow_logs(self) -> None:
         """Follow the log; after a failed read (the service restarting, a network blip) say so and
-        read again, skipping the entries already shown."""
-        seen: set[str] = set()
+        read again from where the reader stopped."""
+        reader = self.handle.log_reader()
         try:
             while not self._stop.is_set():
                 try:
-                    for record in self.handle.logs(follow=True):
-                        if record.insert_id in seen or self._stop.is_set():
-                            continue
-                        seen.add(record.insert_id)
+                    # the state the view last read (at most a second old): once final, every entry is written
+                    for record in reader.follow(lambda: states.is_final(self.state), stop=self._stop):
                         self.add_lines([Line(record.task_name, record.timestamp.strftime("%H:%M:%S.%f")[:-3],
                                              record.text, record.severity)])
                     return

@@ -1,9 +1,10 @@
 """Lay out a job's worker pools by pointing and clicking.
 
 `PoolConfigurator` holds the UI state in traits, turns it into the core's `JobSpec`
-with `_logic.build_job`, and shows what the core says about that job: validation
-problems, the SDK's `worker_pool_specs`, the replicas, and exports (gcloud, SDK,
-config.yaml). The pickers offer only what the catalog offers.
+with `layout_state.build_job`, and shows what the core says about that job: validation
+problems, the SDK's `worker_pool_specs`, the replicas, and three of the core's
+exports (gcloud command, SDK code, config.yaml). Each `PoolCard` shows
+`pool_view.pool_view`, so the pickers offer only what the catalog offers.
 """
 
 from __future__ import annotations
@@ -16,14 +17,18 @@ from typing import Any, Callable
 
 from ipywidgets import HTML, Box, Button, Checkbox, Dropdown, HBox, IntText, Layout, Text, ToggleButtons, VBox
 from ipywidgets.widgets.widget import CallbackDispatcher
-from traitlets import Dict, Instance, List, Unicode, default, observe
+from traitlets import Dict, Enum, Instance, List, Unicode, default, observe
 
+from jupyter_ext import catalog, exports, packaging
 from jupyter_ext.spec import JobSpec
 
-from . import _html, _logic
+from . import _html, layout_state, tables
+from .pool_view import MODES, POOL_TITLES, pool_view
 
 _STYLE = {"description_width": "100px"}
 _WIDE = Layout(width="440px")
+# the export buttons: the configurator's names for them (`export("gcloud")`) -> `exports.KINDS`
+EXPORTS = {"gcloud": "gcloud-command", "sdk": "sdk-code", "yaml": "gcloud-config"}
 
 
 def _set_options(dropdown: Dropdown, options: list[tuple[str, Any]], value: Any) -> None:
@@ -35,7 +40,7 @@ def _set_options(dropdown: Dropdown, options: list[tuple[str, Any]], value: Any)
 
 
 class PoolCard(VBox):
-    """One worker pool. It shows `pool_view` (from `_logic.pool_view`) and reports the
+    """One worker pool. It shows `pool_view` (from `widgets.pool_view`) and reports the
     user's edits to the callbacks given to `on_edit(callback(pos, field, value))`."""
 
     pool_view = Dict(help="what the card shows: values, options, disabled and hidden parts")
@@ -46,7 +51,7 @@ class PoolCard(VBox):
         self._rendering = False
         self.heading = HTML()
         self.enabled = Checkbox(description="enabled", indent=False, layout=Layout(width="auto"))
-        self.mode = ToggleButtons(options=_logic.MODES, style={"button_width": "140px"}) if pos == 2 else None
+        self.mode = ToggleButtons(options=MODES, style={"button_width": "140px"}) if pos == 2 else None
         self.replicas = IntText(description="Replicas", style=_STYLE, layout=Layout(width="200px"))
         self.machine = Dropdown(description="Machine type", style=_STYLE, layout=_WIDE)
         self.accelerator_type = Dropdown(description="Accelerator", style=_STYLE, layout=Layout(width="300px"))
@@ -58,6 +63,10 @@ class PoolCard(VBox):
         self.disk_size = IntText(description="GB", style={"description_width": "24px"}, layout=Layout(width="120px"))
         self.suggestion = HTML()
         self.use_suggestion = Button(description="Use suggestion", icon="magic") if pos == 2 else None
+        # rows made once: each refresh only picks which of them the card shows
+        self.head_row = HBox(layout=Layout(align_items="center", justify_content="space-between"))
+        self.accelerator_row = HBox([self.accelerator_type, self.accelerator_count])
+        self.disk_row = HBox([self.disk_type, self.disk_size])
         fields = {"enabled": self.enabled, "mode": self.mode, "replica_count": self.replicas,
                   "machine_type": self.machine, "accelerator_type": self.accelerator_type,
                   "accelerator_count": self.accelerator_count, "tpu_topology": self.topology, "image": self.image,
@@ -101,12 +110,13 @@ class PoolCard(VBox):
             self.suggestion.value = _html.note(v["suggestion"]) if v["suggestion"] else ""
         finally:
             self._rendering = False
-        head = [self.heading, self.enabled] + ([self.mode] if self.mode is not None and v["enabled"] else [])
-        rows: list[Any] = [HBox(head, layout=Layout(align_items="center", justify_content="space-between"))]
+        self.head_row.children = [self.heading, self.enabled] + (
+            [self.mode] if self.mode is not None and v["enabled"] else [])
+        rows: list[Any] = [self.head_row]
         if v["enabled"]:
-            rows += [self.replicas, self.machine, HBox([self.accelerator_type, self.accelerator_count])]
+            rows += [self.replicas, self.machine, self.accelerator_row]
             rows += [self.topology] if v["show_topology"] else []
-            rows += [self.image, HBox([self.disk_type, self.disk_size])]
+            rows += [self.image, self.disk_row]
             if v["suggestion"] and self.use_suggestion is not None:
                 rows += [self.suggestion, self.use_suggestion]
         self.children = rows
@@ -120,11 +130,12 @@ class PoolConfigurator(_html.StaticRepr, VBox):
     accepts to load it into the cards.
     """
 
-    display_name = Unicode(_logic.DEFAULT_NAME, help="the job's display name")
-    region = Unicode(_logic.DEFAULT_REGION, help="Vertex AI region (exports; the Reduction Server image)")
-    image = Unicode(_logic.DEFAULT_IMAGE, help="the primary's image; other pools use it when left empty")
-    pools = List(Dict(), help="the four pools' UI state, positions 0..3 (see widgets._logic)")
-    export_kind = Unicode("", help="the export shown in the output area: gcloud, sdk, yaml, or empty")
+    display_name = Unicode(layout_state.DEFAULT_NAME, help="the job's display name")
+    region = Unicode(catalog.DEFAULT_REGION, help="Vertex AI region (exports; the Reduction Server image)")
+    image = Unicode(help="the primary's image; other pools use it when left empty (default: the workbench's "
+                         "default base image)")
+    pools = List(Dict(), help="the four pools' UI state, positions 0..3 (see widgets.layout_state)")
+    export_kind = Enum(("", *EXPORTS), "", help="the export shown in the output area: gcloud, sdk, yaml, or empty")
     job = Instance(JobSpec, allow_none=True, read_only=True,
                    help="the job the cards describe (None when the core cannot parse it); observe it to follow")
 
@@ -143,7 +154,7 @@ class PoolConfigurator(_html.StaticRepr, VBox):
         for card in self.cards:
             card.on_edit(self._on_edit)
         self.problems_html, self.preview, self.table, self.export_output = HTML(), HTML(), HTML(), HTML()
-        self.export_buttons = {kind: Button(description=label) for kind, label in _logic.EXPORTS.items()}
+        self.export_buttons = {kind: Button(description=exports.KINDS[core].label) for kind, core in EXPORTS.items()}
         for kind, button in self.export_buttons.items():
             button.on_click(lambda _button, kind=kind: self.export(kind))
         super().__init__(**kwargs)
@@ -162,9 +173,13 @@ class PoolConfigurator(_html.StaticRepr, VBox):
         self._ready = True
         self._refresh()
 
+    @default("image")
+    def _default_image(self) -> str:
+        return packaging.resolve_base_image()
+
     @default("pools")
     def _default_pools(self) -> list[dict[str, Any]]:
-        return _logic.default_state()["pools"]
+        return layout_state.default_state()["pools"]
 
     # ---- state ------------------------------------------------------------
     @property
@@ -187,11 +202,11 @@ class PoolConfigurator(_html.StaticRepr, VBox):
     @property
     def spec(self) -> JobSpec:
         """The job the cards describe (a new JobSpec each time)."""
-        return _logic.build_job(self.state)
+        return layout_state.build_job(self.state)
 
     @spec.setter
     def spec(self, source: Any) -> None:
-        self.state = _logic.state_from_job(JobSpec.load(source), self.region)
+        self.state = layout_state.state_from_job(JobSpec.load(source), self.region)
 
     @property
     def problems(self) -> list[str]:
@@ -212,17 +227,17 @@ class PoolConfigurator(_html.StaticRepr, VBox):
         """Show and return the gcloud command ("gcloud"), SDK snippet ("sdk") or config.yaml ("yaml")."""
         self.export_kind = kind
         job = self.job
-        return _logic.export_text(job, kind, self.region) if job is not None else ""
+        return exports.export(job, EXPORTS[kind], self.region) if job is not None else ""
 
     def use_suggestion(self) -> None:
         """Make pool 2 a Reduction Server sized to the workers' bandwidth."""
-        self.state = _logic.apply_reducer_suggestion(self.state)
+        self.state = layout_state.apply_reducer_suggestion(self.state)
 
     def _on_edit(self, pos: int, field: str, value: Any) -> None:
         if field == "use_suggestion":
             self.use_suggestion()
         else:
-            self.state = _logic.update_pool(self.state, pos, field, value)
+            self.state = layout_state.update_pool(self.state, pos, field, value)
 
     # ---- view ---------------------------------------------------------------
     @observe("display_name", "region", "image", "pools", "export_kind")
@@ -232,23 +247,23 @@ class PoolConfigurator(_html.StaticRepr, VBox):
 
     def _refresh(self) -> None:
         state = self.state
-        job, self._problems = _logic.problems(state)
+        job, self._problems = layout_state.problems(state)
         self.set_trait("job", job)
         for card in self.cards:
-            card.pool_view = _logic.pool_view(state, card.pos)
+            card.pool_view = pool_view(state, card.pos)
         self.name_text.value, self.region_text.value = self.display_name, self.region
         self.problems_html.value = _html.problem_list(self._problems)
         self._json = json.dumps(job.to_dict("sdk")["worker_pool_specs"], indent=2) if job else ""
         self.preview.value = _html.pre(self._json, max_height="360px")
         try:
-            self.table.value = _html.frame(_logic.replica_frame(job)) if job else ""
+            self.table.value = _html.frame(tables.replica_frame(job)) if job else ""
         except Exception as exc:  # a job without a primary has no replicas to list
             self.table.value = _html.note(f"no replicas: {exc}", _html.RED)
-        text = _logic.export_text(job, self.export_kind, self.region) if job and self.export_kind else ""
+        text = exports.export(job, EXPORTS[self.export_kind], self.region) if job and self.export_kind else ""
         self.export_output.value = _html.pre(text) if text else ""
 
     def to_html(self) -> str:
-        export = (_html.heading(_logic.EXPORTS[self.export_kind]) + self.export_output.value
+        export = (_html.heading(exports.KINDS[EXPORTS[self.export_kind]].label) + self.export_output.value
                   if self.export_output.value else "")
         return (f'<div class="vtrain-pools">{_html.heading(f"Worker pools of {self.display_name} ({self.region})")}'
                 f"{self.problems_html.value}{_html.heading('worker_pool_specs')}{self.preview.value}"
@@ -260,12 +275,7 @@ class PoolConfigurator(_html.StaticRepr, VBox):
         if job is not None:
             for pos, pool in job.pools:
                 ms = pool.machine_spec
-                lines.append(f"  pool {pos} {_logic.POOL_TITLES[pos].lower()}: {pool.replica_count} x "
-                             f"{ms.machine_type}, accelerators {_logic.accelerators_text(ms)}")
+                lines.append(f"  pool {pos} {POOL_TITLES[pos].lower()}: {pool.replica_count} x "
+                             f"{ms.machine_type}, accelerators {tables.accelerators_text(ms)}")
         lines += ["valid"] if self.valid else [f"problem: {p}" for p in self._problems]
         return "\n".join(lines)
-
-
-def vertex_pools(**kwargs: Any) -> PoolConfigurator:
-    """A PoolConfigurator; `spec=` loads a job (anything JobSpec.load accepts)."""
-    return PoolConfigurator(**kwargs)

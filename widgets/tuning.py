@@ -22,16 +22,14 @@ import ipywidgets as w
 import pandas as pd
 import traitlets
 
-from jupyter_ext import tuning
+from jupyter_ext import states, tuning
 
 from .logbuffer import PALETTE, error_html, format_elapsed, state_badge
 from .monitor import JobMonitor
 
-FINAL = ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED")
 POLL_EVERY = 1.0
 BEST_BG = "#fff3c4"
 NO_TRIAL = "(choose a trial)"
-TRIAL_STATES = {"ACTIVE": "RUNNING", "INFEASIBLE": "FAILED", "REQUESTED": "QUEUED"}
 
 
 # ---------------------------------------------------------------- plain functions
@@ -41,12 +39,10 @@ def metric_name(resource: Any) -> str:
     return metrics[0].metric_id if metrics else "metric"
 
 
-def trial_state(trial: Any) -> str:
-    """SUCCEEDED, RUNNING, FAILED or STOPPED (a trial a cancel or the job's failure stopped)."""
-    name = trial.state.name
-    if name == "INFEASIBLE" and trial.infeasible_reason.startswith(("cancelled", "stopped")):
-        return "STOPPED"
-    return TRIAL_STATES.get(name, name)
+def trial_state(trial: Any, resource: Any) -> str:
+    """SUCCEEDED, RUNNING, QUEUED, FAILED or STOPPED (a trial a cancel or the job's failure stopped)."""
+    state = states.short(tuning.trial_job_state(trial, resource))
+    return {"CANCELLED": "STOPPED", "CANCELLING": "STOPPING"}.get(state, state)
 
 
 def trials_frame(resource: Any) -> pd.DataFrame:
@@ -58,7 +54,7 @@ def trials_frame(resource: Any) -> pd.DataFrame:
         params = tuning.parameters_of(trial)
         start, end = trial.start_time, trial.end_time
         seconds = ((end or datetime.now(timezone.utc)) - start).total_seconds() if start else None
-        rows.append({"trial": trial.id, **{n: params.get(n) for n in names}, "state": trial_state(trial),
+        rows.append({"trial": trial.id, **{n: params.get(n) for n in names}, "state": trial_state(trial, resource),
                      metric: tuning.metric_value(trial, metric), "seconds": seconds})
     return pd.DataFrame(rows, columns=["trial", *names, "state", metric, "seconds"])
 
@@ -268,7 +264,7 @@ class TuningMonitor(w.VBox):
         return self.state
 
     def cancel(self) -> None:
-        if self.handle is not None and self.state not in FINAL:
+        if self.handle is not None and not states.is_final(self.state):
             self.handle.cancel()
             self._cancel.disabled = True
 
@@ -285,7 +281,7 @@ class TuningMonitor(w.VBox):
             self.state, self.error = state, resource.error.message
             self.best_trial = best_trial_id(resource)
             self._badge.value = state_badge(state, elapsed)
-            self._cancel.disabled = state in FINAL
+            self._cancel.disabled = states.is_final(state)
             self._error.value = error_html(resource.error.message)
             self._summary.value = summary_html(resource)
             self._table.value = table_html(resource)
@@ -345,6 +341,6 @@ class TuningMonitor(w.VBox):
                 continue
             failures = 0
             self.update(resource)
-            if resource.state.name in FINAL:
+            if states.is_final(resource.state):
                 return
             time.sleep(POLL_EVERY)

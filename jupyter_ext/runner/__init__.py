@@ -2,8 +2,9 @@
 
 from . import docker as _docker  # noqa: F401  (registers the docker backend)
 from . import process as _process  # noqa: F401  (registers the process backend)
-from .backend import Backend, ReplicaHandle, backend_names, get_backend, register
-from .supervisor import FINAL_STATES, JobResult, ReplicaResult, Supervisor, run_job
+from .backend import (BACKEND_LABEL, DEFAULT_BACKEND, Backend, ReplicaHandle, address_style, backend_names,
+                      backend_of, get_backend, register)
+from .supervisor import JobResult, ReplicaResult, Supervisor, run_job
 
-__all__ = ["Backend", "ReplicaHandle", "backend_names", "get_backend", "register", "FINAL_STATES", "JobResult",
-           "ReplicaResult", "Supervisor", "run_job"]
+__all__ = ["BACKEND_LABEL", "DEFAULT_BACKEND", "Backend", "ReplicaHandle", "address_style", "backend_names",
+           "backend_of", "get_backend", "register", "JobResult", "ReplicaResult", "Supervisor", "run_job"]

@@ -1,10 +1,11 @@
-"""The small interface every replica backend implements, and the backend registry."""
+"""The small interface every replica backend implements, the backend registry, and
+the job label that picks a backend (`vtrain-backend: docker`)."""
 
 from __future__ import annotations
 
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Callable, ClassVar, Mapping, Protocol
 
 from google.cloud.aiplatform_v1 import types as v1
 
@@ -34,8 +35,9 @@ class ReplicaHandle(Protocol):
 
 
 class Backend(Protocol):
-    name: str
-    address_style: str  # a cluster.ADDRESS_STYLES value
+    name: ClassVar[str]
+    address_style: ClassVar[str]  # a cluster.ADDRESS_STYLES value
+    cwd: Path | None  # the folder replicas start in (None: the caller's); the service sets the job's folder
 
     def ports(self, count: int) -> list[int] | None:
         """One port per replica for process-style addresses, or None."""
@@ -49,6 +51,12 @@ class Backend(Protocol):
     def cleanup(self) -> None:
         """Remove whatever `prepare` and `start` created. Called once, on every outcome."""
 
+    def cleanup_job(self, job_id: str) -> None:
+        """Stop what is left of a job whose supervisor could not clean up (a crashed service)."""
+
+
+BACKEND_LABEL = "vtrain-backend"  # a job label that picks the local backend; absent: DEFAULT_BACKEND
+DEFAULT_BACKEND = "process"
 
 _registry: dict[str, Callable[[], Backend]] = {}
 _entry_points_read = False
@@ -60,6 +68,10 @@ def register(name: str, factory: Callable[[], Backend]) -> None:
 
 def get_backend(name: str) -> Backend:
     """A new backend by name; plug-ins come from the `jupyter_ext.backends` entry point group."""
+    return _factory(name)()
+
+
+def _factory(name: str) -> Callable[[], Backend]:
     global _entry_points_read
     if not _entry_points_read:
         _entry_points_read = True
@@ -67,7 +79,17 @@ def get_backend(name: str) -> Backend:
             _registry.setdefault(ep.name, ep.load())
     if name not in _registry:
         raise UnknownBackendError(name, list(_registry))
-    return _registry[name]()
+    return _registry[name]
+
+
+def backend_of(labels: Mapping[str, str]) -> str:
+    """The backend a local job runs on, from its labels."""
+    return labels.get(BACKEND_LABEL, DEFAULT_BACKEND)
+
+
+def address_style(backend: str) -> str:
+    """The address style of a backend's replicas (`process`, `docker`), without starting one."""
+    return _factory(backend).address_style  # type: ignore[attr-defined]
 
 
 def backend_names() -> list[str]:

@@ -146,6 +146,7 @@ def _exit_code(status: int) -> int:
 class DockerBackend:
     name = "docker"
     address_style = "docker"
+    cwd = None  # containers start in their image's WORKDIR
 
     def __init__(self, engine: str | None = None, on_event: Callable[[images.Event], None] | None = None) -> None:
         self.engine = engine

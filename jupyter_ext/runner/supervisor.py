@@ -18,26 +18,23 @@ from __future__ import annotations
 
 import json
 import queue
-import signal
 import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import cluster, paths, validate
+from .. import cluster, paths, states, validate
 from ..cluster import Replica
 from ..errors import BackendError
+from ..failure import LOST, ReplicaFailure
 from ..spec import JobSpec
 from .backend import Backend, ReplicaHandle, get_backend
 from .logs import LinesHook, ReplicaLog, now_rfc3339
 
-FINAL_STATES = ("SUCCEEDED", "FAILED", "CANCELLED")
-EXIT_CODES = {"SUCCEEDED": 0, "FAILED": 1, "CANCELLED": 130}
 SERVER_ROLES = ("parameter_server", "reduction_server")
 ERROR_TAIL = 10
 MAX_RESTARTS = 3
-LOST = -1000  # not an exit code: the backend lost contact with the replica
 
 
 @dataclass
@@ -66,7 +63,7 @@ class JobResult:
 
     @property
     def exit_code(self) -> int:
-        return EXIT_CODES.get(self.state, 1)
+        return states.exit_code(self.state)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -166,7 +163,7 @@ class Supervisor:
     def _start(self, n: int) -> ReplicaHandle:
         replica = self.replicas[n]
         handle = self.backend.start(replica, self._pools[replica.pool], self._logs[n])
-        self.result.replicas[n].ident = getattr(handle, "ident", "")
+        self.result.replicas[n].ident = handle.ident
         threading.Thread(target=self._watch_exit, args=(n, handle), daemon=True, name=f"wait-{replica.task_name}").start()
         return handle
 
@@ -228,15 +225,8 @@ class Supervisor:
 
     def _failure(self) -> str:
         n, code = self._failed
-        replica, tail = self.replicas[n], list(self._logs[n].tail)[-ERROR_TAIL:]
-        if code == LOST:
-            how = "could not be watched any more (its backend lost contact with it)"
-        elif code < 0:
-            how = f"was killed by {signal.Signals(-code).name}"
-        else:
-            how = f"exited with code {code}"
-        detail = "\n".join(f"  {line}" for line in tail)
-        return f"replica {replica.task_name} ({replica.role}) {how}" + (f"; last lines:\n{detail}" if detail else "")
+        replica = self.replicas[n]
+        return ReplicaFailure(replica.task_name, replica.role, code, tuple(self._logs[n].tail)[-ERROR_TAIL:]).message()
 
     def _shutdown(self) -> None:
         """Stop whatever still runs, drain output, clean the backend. A second Ctrl-C only

@@ -18,22 +18,22 @@ from . import daemon
 from .app import make_app
 from .jobs import JobManager
 from .store import JobStore
-from .tuning_jobs import TuningManager, TuningStore, register
+from .tuning_jobs import TuningManager
 
 HOST = "127.0.0.1"  # loopback only: local jobs run code as the user
 
 
 async def serve(port: int) -> None:
     token = secrets.token_urlsafe(32)
-    store = JobStore(paths.data_dir() / "jobs.sqlite")
-    manager = JobManager(store, paths.jobs_dir())
-    for job_id in manager.recover():
-        print(f"job {job_id} was running when the service stopped: marked FAILED", flush=True)
-    tuning = register(manager, TuningManager(TuningStore(paths.data_dir() / "jobs.sqlite"), paths.jobs_dir()))
-    for job_id in tuning.recover():
-        print(f"tuning job {job_id} was running when the service stopped: marked FAILED", flush=True)
+    database = paths.data_dir() / "jobs.sqlite"
+    managers = [JobManager(JobStore(database), paths.jobs_dir()),
+                TuningManager(JobStore(database, TuningManager.collection), paths.jobs_dir())]
+    for manager in managers:
+        for job_id in manager.recover():
+            print(f"{manager.collection.kind} {job_id} was running when the service stopped: marked FAILED",
+                  flush=True)
     sockets = tornado.netutil.bind_sockets(port, HOST)
-    server = tornado.httpserver.HTTPServer(make_app(manager, token))
+    server = tornado.httpserver.HTTPServer(make_app(managers, token, paths.jobs_dir()))
     server.add_sockets(sockets)
     endpoint = f"http://{HOST}:{sockets[0].getsockname()[1]}"
     daemon.write_runtime(endpoint, token)
@@ -47,10 +47,9 @@ async def serve(port: int) -> None:
     finally:
         daemon.clear_runtime()
         server.stop()
-        await loop.run_in_executor(None, manager.shutdown)  # running jobs are cancelled, replicas stopped
-        await loop.run_in_executor(None, tuning.shutdown)  # and running tuning jobs with their trials
-        tuning.store.close()
-        store.close()
+        for manager in managers:  # running jobs are cancelled, their replicas stopped
+            await loop.run_in_executor(None, manager.shutdown)
+            manager.store.close()
         print("stopped", flush=True)
 
 

@@ -17,6 +17,9 @@ from typing import Any
 from google.cloud.aiplatform_v1 import types as v1
 from google.protobuf import json_format
 
+from .. import states
+from ..api import CUSTOM_JOBS, TUNING_JOBS, Collection
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS {table} (
     id TEXT PRIMARY KEY,
@@ -51,15 +54,15 @@ class StoredJob:
 
 
 class JobStore:
-    """One table of job resources; CustomJobs by default (`jobs`), tuning jobs in their own table."""
+    """One collection's table of job resources."""
 
-    def __init__(self, path: Path, table: str = "jobs", resource_type: Any = v1.CustomJob) -> None:
+    def __init__(self, path: Path, collection: Collection = CUSTOM_JOBS) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
+        self.table, self.resource_type = TABLES[collection.path], collection.resource_type
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.executescript(SCHEMA.format(table=table))
+        self._db.executescript(SCHEMA.format(table=self.table))
         self._lock = threading.Lock()
-        self.table, self.resource_type = table, resource_type
 
     def add(self, job: StoredJob) -> None:
         r = job.resource
@@ -101,7 +104,7 @@ class JobStore:
         return [self._row(r) for r in rows]
 
     def unfinished(self) -> list[StoredJob]:
-        final = [int(s) for s in FINAL_STATES]
+        final = [int(v1.JobState[s]) for s in states.FINAL]
         with self._lock:
             rows = self._db.execute(f"SELECT {_COLUMNS} FROM {self.table} WHERE state NOT IN "
                                     f"({', '.join('?' * len(final))})", final).fetchall()
@@ -121,7 +124,7 @@ class JobStore:
                          self.resource_type.from_json(resource, ignore_unknown_fields=True))
 
 
-FINAL_STATES = (v1.JobState.JOB_STATE_SUCCEEDED, v1.JobState.JOB_STATE_FAILED, v1.JobState.JOB_STATE_CANCELLED)
+TABLES = {CUSTOM_JOBS.path: "jobs", TUNING_JOBS.path: "hyperparameter_tuning_jobs"}  # as older data folders have them
 _COLUMNS = "id, parent, job_dir, backend, resource"
 
 

@@ -7,7 +7,11 @@ memory the monitor holds; next to the same lines appended to a plain ipywidgets
 Output widget (what a notebook would do without the workbench), whose memory
 grows with every line.
 
-Run: python tests/benchmarks/bench_monitor.py [--lines N]
+Also: what following a job costs the notebook's process over 30 s: API client
+constructions, probes of the local service (/proc reads), job and log requests.
+Target: one client of each kind and one probe for the whole time.
+
+Run: python tests/benchmarks/bench_monitor.py [--lines N] [--follow-seconds S]
 """
 
 from __future__ import annotations
@@ -79,10 +83,57 @@ def plain_output(lines: int) -> tuple[float, float]:
     return lines / elapsed, held / 2**20
 
 
+TICKER = """
+import sys, time
+for i in range(int(sys.argv[1])):
+    print(f"tick {i}", flush=True)
+    time.sleep(0.5)
+"""
+
+
+def following_costs(seconds: float) -> dict[str, int]:
+    """Counts, in this process, of what a JobMonitor does while a job runs for `seconds`."""
+    from pathlib import Path as _Path
+
+    from google.cloud import logging as cloud_logging
+    from google.cloud.aiplatform_v1.services.job_service import JobServiceClient
+
+    from jupyter_ext import launch
+    from jupyter_ext.service import daemon
+    from widgets.monitor import JobMonitor
+
+    counts = {"job clients built": 0, "logging clients built": 0, "service probes": 0, "/proc file reads": 0,
+              "job requests": 0, "log requests": 0}
+
+    def counting(owner: object, name: str, key: str, test: object = None) -> None:
+        original = getattr(owner, name)
+
+        def wrapper(*args: object, **kwargs: object) -> object:
+            if test is None or test(*args):  # type: ignore[operator]
+                counts[key] += 1
+            return original(*args, **kwargs)
+        setattr(owner, name, wrapper)
+
+    counting(JobServiceClient, "__init__", "job clients built")
+    counting(cloud_logging.Client, "__init__", "logging clients built")
+    counting(daemon, "status", "service probes")
+    for method in ("read_text", "read_bytes"):
+        counting(_Path, method, "/proc file reads", lambda path, *_: str(path).startswith("/proc/"))
+    counting(JobServiceClient, "get_custom_job", "job requests")
+    counting(cloud_logging.Client, "list_entries", "log requests")
+    pool = {"machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 1,
+            "container_spec": {"image_uri": "x", "command": [sys.executable, "-c", TICKER, str(int(seconds * 2))]}}
+    launch.Session._sessions.clear()  # as in a new kernel: the first submit builds the clients
+    monitor = JobMonitor(launch.submit({"worker_pool_specs": [pool]}, display_name="follow-bench"))
+    assert monitor.wait() == "JOB_STATE_SUCCEEDED"
+    return dict(counts)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--lines", type=int, default=100_000)
     parser.add_argument("--plain-lines", type=int, default=10_000)
+    parser.add_argument("--follow-seconds", type=float, default=30.0)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as home:
         os.environ["VTRAIN_HOME"] = home
@@ -90,8 +141,11 @@ def main() -> None:
 
         try:
             rate, p95, held, cap = follow_with_monitor(args.lines)
+            costs = following_costs(args.follow_seconds)
         finally:
             daemon.stop()
+    report(f"following a job for {args.follow_seconds:g} s from a notebook (this process)",
+           [(key, str(value)) for key, value in costs.items()])
     report(f"log pipeline into the notebook: 4 replicas, {args.lines:,} lines", [
         ("JobMonitor: lines per second into the model (print to model, end to end)", f"{rate:,.0f}"),
         ("JobMonitor: p95 delay from print to the model", f"{p95:.2f} s"),

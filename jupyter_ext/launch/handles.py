@@ -1,0 +1,262 @@
+"""Handles on submitted jobs, and submitting, attaching and listing them.
+
+One `Handle` type, parameterised by the API collection it lives in (`CUSTOM_JOBS`
+or `TUNING_JOBS`), serves CustomJobs and HyperparameterTuningJobs alike; a
+`TuningHandle` adds the trials. Every call goes through the target's `Session`,
+so handles on one target share its clients.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+from google.cloud.aiplatform_v1 import types as v1
+
+from .. import paths, states, validate
+from ..api import CUSTOM_JOBS, TUNING_JOBS, Collection
+from ..errors import WorkbenchError
+from ..runner.backend import address_style, backend_of
+from ..spec import JobSpec
+from .logs import LogReader, LogRecord, log_filter
+from .prepare import absolute_packages, prepare
+from .target import Session, Target
+
+class Handle:
+    """A submitted job, local or on Vertex AI: its name, state, error, logs; wait and cancel."""
+
+    collection = CUSTOM_JOBS
+
+    def __init__(self, name: str, target: Target, resource: Any = None) -> None:
+        self.name = name  # projects/P/locations/L/<collection>/ID
+        self.target = target
+        self.session = Session.of(target)
+        self._resource = resource
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+    @property
+    def id(self) -> str:
+        return self.name.rsplit("/", 1)[1]
+
+    @property
+    def local_dir(self) -> Path | None:
+        """A local job's folder (logs, outputs), or None for a Vertex AI job."""
+        return paths.jobs_dir() / self.id if self.target.local else None
+
+    @property
+    def console_url(self) -> str:
+        return "" if self.target.local else self.collection.console_url(self.target.project, self.target.region,
+                                                                        self.id)
+
+    @property
+    def address_style(self) -> str:
+        """How its replicas' addresses look: `process`, `docker`, or `cloud` on Vertex AI."""
+        return address_style(backend_of(self.resource.labels)) if self.target.local else "cloud"
+
+    def refresh(self) -> Any:
+        self._resource = self.session.jobs(lambda c: getattr(c, f"get_{self.collection.method}")(name=self.name))
+        return self._resource
+
+    @property
+    def resource(self) -> Any:
+        return self._resource or self.refresh()
+
+    @property
+    def state(self) -> str:
+        return self.refresh().state.name
+
+    @property
+    def error(self) -> str:
+        return self.resource.error.message
+
+    def cancel(self) -> None:
+        self.session.jobs(lambda c: getattr(c, f"cancel_{self.collection.method}")(name=self.name))
+
+    def wait(self, timeout: float | None = None, poll: float = 0.5) -> str:
+        """Block until the job ends; its final state (or its state at the timeout)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = poll
+        while not states.is_final(state := self.state):
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+            time.sleep(delay)
+            delay = min(delay * 1.5, 5.0)
+        return state
+
+    def log_reader(self, replica: str | None = None) -> LogReader:
+        """A reader of the job's log (of one replica) that goes on from where it stopped."""
+        return LogReader(self.session, log_filter(self.id, replica))
+
+    def logs(self, replica: str | None = None, follow: bool = False) -> Iterator[LogRecord]:
+        """The job's log entries in time order; with `follow`, new ones until the job ends."""
+        return _entries(self.log_reader(replica), self, follow)
+
+
+class TuningHandle(Handle):
+    """A submitted HyperparameterTuningJob: a handle with trials."""
+
+    collection = TUNING_JOBS
+
+    @property
+    def trials(self) -> list[v1.Trial]:
+        return list(self.resource.trials)
+
+    def best_trial(self) -> v1.Trial | None:
+        from .. import tuning
+
+        return tuning.best_trial(self.resource)
+
+    def trial(self, trial_id: str | int) -> TrialHandle:
+        return TrialHandle(self, str(trial_id))
+
+    def log_reader(self, replica: str | None = None, trial: str | int | None = None) -> LogReader:
+        """Of one trial, or of all (then task names read `<trial>/<task name>`)."""
+        return LogReader(self.session, log_filter(self.id, replica, trial), with_trial=trial is None)
+
+    def logs(self, replica: str | None = None, follow: bool = False,  # type: ignore[override]
+             trial: str | int | None = None) -> Iterator[LogRecord]:
+        return _entries(self.log_reader(replica, trial), self, follow)
+
+
+class TrialHandle:
+    """One trial of a tuning job seen as a job: what the job monitor shows for a trial."""
+
+    def __init__(self, tuning: TuningHandle, trial_id: str) -> None:
+        self.tuning, self.trial_id = tuning, trial_id
+        self.target, self.session, self.id = tuning.target, tuning.session, tuning.id
+        self.name = f"{tuning.name}/trials/{trial_id}"
+
+    @property
+    def address_style(self) -> str:
+        return self.tuning.address_style
+
+    def refresh(self) -> v1.CustomJob:
+        """The trial as a CustomJob: its job (the trial job spec with the trial's arguments), state,
+        times and error (the infeasible reason)."""
+        from .. import tuning
+
+        resource = self.tuning.refresh()
+        trial = next((t for t in resource.trials if t.id == self.trial_id), None)
+        params = tuning.parameters_of(trial) if trial is not None else {}
+        job = tuning.trial_job(tuning.trial_base_job(resource), params, self.trial_id)
+        view = v1.CustomJob(name=self.name, display_name=job.display_name, job_spec=job.spec, labels=job.labels)
+        view.state = tuning.trial_job_state(trial, resource)
+        if trial is not None:
+            if trial.start_time:
+                view.start_time = trial.start_time
+            if trial.end_time:
+                view.end_time = trial.end_time
+            if trial.infeasible_reason:
+                view.error = {"code": 3, "message": trial.infeasible_reason}
+        return view
+
+    @property
+    def resource(self) -> v1.CustomJob:
+        return self.refresh()
+
+    @property
+    def state(self) -> str:
+        return self.refresh().state.name
+
+    @property
+    def error(self) -> str:
+        return self.refresh().error.message
+
+    def cancel(self) -> None:
+        raise WorkbenchError(f"trial {self.trial_id}: a single trial cannot be cancelled; cancel the tuning job "
+                             f"{self.tuning.id}")
+
+    def log_reader(self, replica: str | None = None) -> LogReader:
+        return self.tuning.log_reader(replica, self.trial_id)
+
+    def logs(self, replica: str | None = None, follow: bool = False) -> Iterator[LogRecord]:
+        return _entries(self.log_reader(replica), self, follow)
+
+
+def _entries(reader: LogReader, handle: Handle | TrialHandle, follow: bool) -> Iterator[LogRecord]:
+    return reader.follow(lambda: states.is_final(handle.state)) if follow else iter(reader.poll())
+
+
+HANDLES: dict[Collection, type[Handle]] = {CUSTOM_JOBS: Handle, TUNING_JOBS: TuningHandle}
+
+
+# ---- submitting, attaching, listing ------------------------------------------------------
+
+def submit(spec: Any, target: Target | None = None, display_name: str | None = None) -> Handle:
+    """Validate `spec` (any accepted format) and create the CustomJob on the target."""
+    target = target or Target()
+    job = validate.check(JobSpec.load(spec, display_name))
+    if display_name:
+        job.display_name = display_name
+    resource = prepare(job, target, CUSTOM_JOBS.output_prefix)
+    return _create(CUSTOM_JOBS, target, resource)
+
+
+def tuning_request(spec: Any, study: Any, *, max_trials: int, parallel: int = 1, max_failed: int = 0,
+                   display_name: str | None = None) -> v1.HyperparameterTuningJob:
+    """A HyperparameterTuningJob whose trials run `spec` (any accepted job format; relative local
+    package paths are made absolute). `study` is a `v1.StudySpec` or its REST dict."""
+    job = JobSpec.load(spec, display_name)
+    if display_name:
+        job.display_name = display_name
+    if isinstance(study, dict):
+        study = v1.StudySpec.from_json(json.dumps(study))
+    trial_spec = job.custom_job_spec()
+    absolute_packages(trial_spec, job.source_dir or Path.cwd())
+    return v1.HyperparameterTuningJob(
+        display_name=job.display_name, study_spec=study, max_trial_count=max_trials, parallel_trial_count=parallel,
+        max_failed_trial_count=max_failed, trial_job_spec=trial_spec, labels=job.labels)
+
+
+def submit_tuning(resource: v1.HyperparameterTuningJob, target: Target | None = None, *,
+                  source_dir: Path | None = None) -> TuningHandle:
+    """Check and create a HyperparameterTuningJob; relative local packageUris are relative to
+    `source_dir` (default: the current folder). A mistake is one WorkbenchError before anything is sent."""
+    from .. import tuning
+
+    target = target or Target()
+    resource = v1.HyperparameterTuningJob(resource)
+    job = tuning.trial_base_job(resource)
+    job.source_dir = source_dir
+    custom = prepare(job, target, TUNING_JOBS.output_prefix)
+    resource.trial_job_spec = custom.job_spec
+    for key, value in custom.labels.items():
+        resource.labels[key] = value
+    validate.check_tuning(resource)
+    handle = _create(TUNING_JOBS, target, resource)
+    assert isinstance(handle, TuningHandle)
+    return handle
+
+
+def attach(job: str, target: Target | None = None, collection: Collection = CUSTOM_JOBS) -> Handle:
+    """A handle on an existing job, by ID or resource name."""
+    target = target or Target()
+    if "/" in job:
+        parts = job.split("/")
+        if len(parts) != 6 or parts[0] != "projects" or parts[4] != collection.path:
+            raise WorkbenchError(f"JOB: {job!r} is neither a job ID nor projects/P/locations/L/{collection.path}/ID")
+        return HANDLES[collection](job, target.with_location(parts[1], parts[3]))
+    return HANDLES[collection](f"{target.parent}/{collection.path}/{job}", target)
+
+
+def attach_tuning(job: str, target: Target | None = None) -> TuningHandle:
+    handle = attach(job, target, TUNING_JOBS)
+    assert isinstance(handle, TuningHandle)
+    return handle
+
+
+def list_jobs(target: Target | None = None, filter_text: str = "", collection: Collection = CUSTOM_JOBS) -> list[Any]:
+    """The collection's jobs on the target, newest first (every page)."""
+    target = target or Target()
+    request = {"parent": target.parent, "filter": filter_text}
+    return Session.of(target).jobs(lambda c: list(getattr(c, f"list_{collection.method}s")(request=request)))
+
+
+def _create(collection: Collection, target: Target, resource: Any) -> Handle:
+    created = Session.of(target).jobs(lambda c: getattr(c, f"create_{collection.method}")(
+        parent=target.parent, **{collection.method: resource}))
+    return HANDLES[collection](created.name, target, created)

@@ -1,0 +1,34 @@
+"""A job as one row of a table: what `%vertex_jobs`, `vtrain jobs` and the lab panel list."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from .. import states
+from ..runner.backend import backend_of
+from ..api import CUSTOM_JOBS, Collection
+
+
+def job_row(job: Any, local: bool, now: datetime | None = None, collection: Collection = CUSTOM_JOBS) -> dict[str, Any]:
+    """id, name, source, display name, state, replicas, backend, times (datetimes), duration (s), error, console URL."""
+    now = now or datetime.now(timezone.utc)
+    _, project, _, region, _, job_id = job.name.split("/")
+    start, end = job.start_time, job.end_time
+    spec = job.job_spec if hasattr(job, "job_spec") else job.trial_job_spec
+    return {
+        "id": job_id,
+        "name": job.name,
+        "source": "local" if local else "vertex",
+        "display_name": job.display_name,
+        "state": job.state.name,
+        "final": states.is_final(job.state),
+        "replicas": sum(p.replica_count for p in spec.worker_pool_specs),
+        "backend": backend_of(job.labels) if local else "vertex",
+        "create_time": job.create_time or None,
+        "start_time": start or None,
+        "end_time": end or None,
+        "duration": round(((end or now) - start).total_seconds(), 3) if start else None,
+        "error": job.error.message,
+        "console_url": "" if local else collection.console_url(project, region, job_id),
+    }

@@ -1,0 +1,51 @@
+"""One replica log line as the LogEntry Vertex AI writes for it (proto3 JSON, `resource.type="ml_job"`)."""
+
+from __future__ import annotations
+
+import json
+
+from ...runner.logs import LogLine
+from .query import SEVERITIES, Entry
+
+
+def _json_object(text: str) -> dict | None:
+    text = text.strip()
+    if not (text.startswith("{") and text.endswith("}")):
+        return None
+    try:
+        value = json.loads(text, parse_constant=_reject)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _reject(name: str) -> None:
+    raise ValueError(name)  # NaN and Infinity are not JSON
+
+
+def line_to_entry(job_id: str, project: str, task_name: str, offset: int, line: LogLine,
+                  trial: str | None = None) -> Entry:
+    """A LogEntry as Vertex AI writes a replica's output line. `offset` is the line's end in its file:
+    insertId `<task>[-<trial>]-<offset, 12 digits>` sorts like the entries of one timestamp."""
+    labels = {"ml.googleapis.com/task_name": task_name}
+    if trial is not None:
+        labels["ml.googleapis.com/trial_id"] = trial
+    entry: Entry = {
+        "logName": f"projects/{project}/logs/ml.googleapis.com%2F{job_id}",
+        "resource": {"type": "ml_job", "labels": {"job_id": job_id, "task_name": task_name, "project_id": project}},
+        "timestamp": line.timestamp,
+        "receiveTimestamp": line.timestamp,
+        "severity": "ERROR" if line.stream == "stderr" else "INFO",
+        "insertId": f"{task_name}-{offset:012d}" if trial is None else f"{task_name}-{trial}-{offset:012d}",
+        "labels": labels,
+    }
+    payload = _json_object(line.text)
+    if payload is None:
+        entry["textPayload"] = line.text
+    else:
+        level = payload.get("severity")
+        if isinstance(level, str) and level.upper() in SEVERITIES:
+            entry["severity"] = level.upper()
+            del payload["severity"]  # Cloud Logging moves it out of the payload
+        entry["jsonPayload"] = payload
+    return entry

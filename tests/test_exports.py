@@ -1,0 +1,151 @@
+"""Exports of a job as text: REST body, gcloud config and command, SDK code, legacy trainingInput.
+
+The data formats are JobSpec's own; these tests check what the exports add: the
+command line as a shell splits it, the code as Python compiles it, and what each
+says it cannot express."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from jupyter_ext import exports
+from jupyter_ext.errors import WorkbenchError
+from jupyter_ext.spec import JobSpec
+
+SPECS = Path(__file__).parent / "data" / "specs"
+IMAGE = "us-docker.pkg.dev/proj/repo/trainer:1"
+
+# four pools; args and env per pool, a disk and a scheduling that no gcloud flag can hold
+FOUR_POOLS = f"""
+displayName: four-pools
+labels: {{team: vision}}
+jobSpec:
+  workerPoolSpecs:
+  - machineSpec: {{machineType: n1-standard-8, acceleratorType: NVIDIA_TESLA_T4, acceleratorCount: 1}}
+    replicaCount: 1
+    containerSpec: {{imageUri: "{IMAGE}", args: [--epochs, "3"], env: [{{name: MODE, value: x}}]}}
+  - machineSpec: {{machineType: n1-standard-16, acceleratorType: NVIDIA_TESLA_V100, acceleratorCount: 2}}
+    replicaCount: 3
+    containerSpec: {{imageUri: "{IMAGE}", args: [--epochs, "3"]}}
+    diskSpec: {{bootDiskType: pd-standard, bootDiskSizeGb: 200}}
+  - machineSpec: {{machineType: n1-highmem-8}}
+    replicaCount: 2
+    containerSpec: {{imageUri: "{IMAGE}", args: [--epochs, "3"]}}
+  - machineSpec: {{machineType: n1-standard-4}}
+    replicaCount: 1
+    containerSpec: {{imageUri: gcr.io/p/evaluator:2}}
+  baseOutputDirectory: {{outputUriPrefix: gs://bucket/out}}
+  scheduling: {{timeout: 7200s, restartJobOnWorkerRestart: true}}
+"""
+
+
+@pytest.fixture
+def job():
+    return JobSpec.load(FOUR_POOLS)
+
+
+def gcloud_argv(text):
+    """The command as the shell would split it (comments dropped, line continuations joined)."""
+    command = "\n".join(line for line in text.splitlines() if not line.startswith("#"))
+    return shlex.split(command.replace("\\\n", " "))
+
+
+def test_gcloud_command_has_one_worker_pool_spec_per_pool(job):
+    text = exports.gcloud_command(job, "europe-west4")
+    argv = gcloud_argv(text)
+    assert argv[:4] == ["gcloud", "ai", "custom-jobs", "create"]
+    assert "--region=europe-west4" in argv and "--display-name=four-pools" in argv
+    specs = [a.split("=", 1)[1] for a in argv if a.startswith("--worker-pool-spec=")]
+    assert len(specs) == len(job.spec.worker_pool_specs) == 4
+    first = dict(kv.split("=", 1) for kv in specs[0].split(","))
+    assert first == {"machine-type": "n1-standard-8", "replica-count": "1", "accelerator-type": "NVIDIA_TESLA_T4",
+                     "accelerator-count": "1", "container-image-uri": IMAGE}
+    assert dict(kv.split("=", 1) for kv in specs[2].split(",")) == {
+        "machine-type": "n1-highmem-8", "replica-count": "2", "container-image-uri": IMAGE}
+    assert "--labels=team=vision" in argv
+
+
+def test_gcloud_command_names_what_flags_cannot_say(job):
+    text = exports.gcloud_command(job, "europe-west4")
+    comments = " ".join(line for line in text.splitlines() if line.startswith("#"))
+    # the evaluator has no args, so --args cannot hold them for every pool
+    assert not any(a.startswith("--args") for a in gcloud_argv(text))
+    for lost in ("workerPoolSpecs[0].containerSpec.args", "workerPoolSpecs[0].containerSpec.env",
+                 "workerPoolSpecs[1].diskSpec", "baseOutputDirectory", "scheduling"):
+        assert lost in comments
+    assert "gcloud ai custom-jobs create --region=europe-west4 --display-name=four-pools --config=config.yaml" in text
+
+
+def test_gcloud_command_of_a_simple_job_needs_no_config():
+    body = json.loads((SPECS / "rest_custom_job.json").read_text())
+    del body["jobSpec"]["baseOutputDirectory"]  # no gcloud flag for it
+    text = exports.gcloud_command(JobSpec.load(body), "us-central1")
+    assert not text.startswith("#"), text
+    argv = gcloud_argv(text)
+    assert sum(a.startswith("--worker-pool-spec=") for a in argv) == 2
+    assert "--args=--epochs,3" in argv and "--labels=team=vision" in argv
+
+
+def test_gcloud_command_quotes_for_the_shell():
+    job = JobSpec.load({"displayName": "it's mine", "jobSpec": {"workerPoolSpecs": [
+        {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": 1,
+         "containerSpec": {"imageUri": IMAGE, "args": ["--msg", "two words"]}}]}})
+    argv = gcloud_argv(exports.gcloud_command(job, "us-central1"))
+    assert "--display-name=it's mine" in argv and "--args=--msg,two words" in argv
+
+
+def test_sdk_code_is_python_that_sets_every_field(job):
+    text = exports.sdk_code(job, "europe-west4")
+    compile(text, "snippet.py", "exec")
+    assert "location='europe-west4'" in text
+    assert "aiplatform.CustomJob(" in text and ").run(" in text
+    assert "worker_pool_specs=[" in text and "base_output_dir='gs://bucket/out'" in text
+    assert "labels={'team': 'vision'}" in text
+    assert "timeout=7200" in text and "restart_job_on_worker_restart=True" in text
+    assert "Not set by this snippet" not in text
+
+
+def test_gcloud_config_loads_back_to_the_same_job(job):
+    text = exports.gcloud_config(job)
+    assert text == job.dump("gcloud", as_yaml=True)
+    assert "workerPoolSpecs" in yaml.safe_load(text)
+    assert JobSpec.load(text).spec == job.spec
+
+
+def test_rest_body_and_legacy_training_input(job):
+    body = json.loads(exports.rest_body(job))
+    assert body["displayName"] == "four-pools" and len(body["jobSpec"]["workerPoolSpecs"]) == 4
+    legacy = json.loads(exports.legacy_training_input(job))
+    assert legacy["trainingInput"]["masterType"] == "n1-standard-8"
+    assert legacy["trainingInput"]["workerCount"] == "3"
+
+
+@pytest.mark.parametrize("kind", list(exports.KINDS))
+def test_export_by_name(job, kind):
+    text = exports.export(job, kind, "asia-east1")
+    assert text == exports.KINDS[kind].render(job, "asia-east1") and text.endswith("\n")
+
+
+def test_kinds_and_their_labels():
+    assert {kind: k.label for kind, k in exports.KINDS.items()} == {
+        "rest": "REST body", "gcloud-config": "config.yaml", "gcloud-command": "gcloud command",
+        "sdk-code": "Python SDK", "legacy": "trainingInput"}
+
+
+def test_an_unknown_kind_names_the_valid_ones(job):
+    with pytest.raises(WorkbenchError, match=r"unknown export 'yaml' \(valid: rest, gcloud-config, gcloud-command"):
+        exports.export(job, "yaml", "us-central1")
+
+
+def test_import_is_cheap():
+    code = ("import sys, jupyter_ext.exports; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pandas', 'ipywidgets', 'widgets')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -1,0 +1,243 @@
+"""The pool configurator's UI state: a plain dict, how one edit changes it, and the job it describes.
+
+No widgets here, so everything is tested without a browser. `build_job(state)`
+turns the state into the core's `JobSpec`, and `state_from_job(job)` goes back.
+Every rule and every fact comes from the core (catalog, validate, spec,
+packaging): this module only arranges it.
+
+State layout::
+
+    {"display_name": str, "region": str, "image": str,  # image: the primary's
+     "pools": [pool, pool, pool, pool],                  # positions 0..3
+     "extra": {...}}                                     # what the UI does not edit
+
+    pool = {"enabled", "replica_count", "machine_type", "accelerator_type",
+            "accelerator_count", "tpu_topology", "image", "boot_disk_type",
+            "boot_disk_size_gb", "mode", "base"}
+
+A pool's `image` left empty means "the primary's image" (or, in Reduction Server
+mode, the reducer image of the region). `base` holds the pool's REST fields the
+cards do not edit (command, args, env, pythonPackageSpec, ...), so a loaded job
+comes back unchanged; `None` means a pool made in the UI, which runs the
+primary's code.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from jupyter_ext import catalog, packaging, validate
+from jupyter_ext.errors import WorkbenchError
+from jupyter_ext.spec import JobSpec, is_empty_pool, message_to_dict, pool_image
+
+DEFAULT_NAME = "vertex-training-job"
+DEFAULT_DISK_TYPE = validate.BOOT_DISK_TYPES[0]
+DEFAULT_DISK_GB = validate.BOOT_DISK_GB[0]
+PARAMETER_SERVER, REDUCTION_SERVER = "parameter_server", "reduction_server"
+# machineSpec fields the cards edit; any other (reservationAffinity, ...) is kept from `base`
+_MACHINE_KEYS = ("machineType", "acceleratorType", "acceleratorCount", "tpuTopology")
+_CODE_KEYS = ("containerSpec", "pythonPackageSpec")
+
+
+# ---- state -----------------------------------------------------------------
+
+def default_pool(enabled: bool) -> dict[str, Any]:
+    return {"enabled": enabled, "replica_count": 1, "machine_type": catalog.DEFAULT_MACHINE, "accelerator_type": "",
+            "accelerator_count": 0, "tpu_topology": "", "image": "", "boot_disk_type": DEFAULT_DISK_TYPE,
+            "boot_disk_size_gb": DEFAULT_DISK_GB, "mode": PARAMETER_SERVER, "base": None}
+
+
+def default_state(display_name: str = DEFAULT_NAME, region: str = catalog.DEFAULT_REGION,
+                  image: str | None = None) -> dict[str, Any]:
+    """The codelab's layout: a primary (chief) and one worker on the default machine,
+    running the workbench's default base image unless `image` is given."""
+    pools = [default_pool(True), default_pool(True), default_pool(False), default_pool(False)]
+    return {"display_name": display_name, "region": region, "image": image or packaging.resolve_base_image(),
+            "pools": pools, "extra": {}}
+
+
+def is_tpu_machine(name: str) -> bool:
+    machine = catalog.machine(name)
+    return machine is not None and machine.kind == "tpu"
+
+
+def update_pool(state: dict[str, Any], pos: int, field: str, value: Any) -> dict[str, Any]:
+    """The state after the user sets one field of pool `pos`, with the pickers that
+    depend on it moved to something the catalog offers."""
+    state = copy.deepcopy(state)
+    pools = state["pools"]
+    pool = pools[pos]
+    if pos == 0 and field == "image":
+        state["image"] = value
+        return state
+    pool[field] = value
+    if field == "machine_type":
+        _fit_accelerators(pool)
+        machine = catalog.machine(value)
+        topologies = list(machine.tpu_topologies) if machine else []
+        if pool["tpu_topology"] not in topologies:
+            pool["tpu_topology"] = topologies[0] if topologies else ""
+        if pos == 0 and is_tpu_machine(value):  # TPU jobs run one pool
+            for other in pools[1:]:
+                other["enabled"] = False
+    elif field == "accelerator_type":
+        offered = catalog.valid_accelerators(pool["machine_type"]).get(value, ())
+        pool["accelerator_count"] = _fit_count(offered, pool["accelerator_count"]) if value else 0
+    elif field == "mode":
+        pool.update(enabled=True, image="", base=None)
+        if value == REDUCTION_SERVER:  # reducers use no accelerators
+            pool.update(machine_type=catalog.RECOMMENDED_REDUCER, accelerator_type="", accelerator_count=0,
+                        tpu_topology="")
+    pools[0]["enabled"] = True
+    return state
+
+
+def _fit_accelerators(pool: dict[str, Any]) -> None:
+    machine = catalog.machine(pool["machine_type"])
+    offered = catalog.valid_accelerators(pool["machine_type"])
+    if machine is not None and machine.fixed_accelerator:
+        pool["accelerator_type"], pool["accelerator_count"] = machine.fixed_accelerator
+    elif pool["accelerator_type"] in offered:
+        pool["accelerator_count"] = _fit_count(offered[pool["accelerator_type"]], pool["accelerator_count"])
+    elif offered and machine is not None and machine.kind == "tpu":  # cloud-tpu needs one
+        pool["accelerator_type"] = next(iter(offered))
+        pool["accelerator_count"] = offered[pool["accelerator_type"]][0]
+    else:
+        pool["accelerator_type"], pool["accelerator_count"] = "", 0
+
+
+def _fit_count(counts: tuple[int, ...], current: int) -> int:
+    """Keep `current` if offered, else the smallest offered count above it, else the largest."""
+    if not counts or current in counts:
+        return current if counts else 0
+    return min((c for c in counts if c > current), default=max(counts))
+
+
+def reducer_suggestion(state: dict[str, Any]) -> tuple[int, str]:
+    """The core's `catalog.reducer_suggestion` of the job the state describes."""
+    try:
+        job = build_job(state)
+    except WorkbenchError as exc:  # a state the core cannot parse has no bandwidth
+        return 0, f"no suggestion: {exc}"
+    return catalog.reducer_suggestion(job)
+
+
+def apply_reducer_suggestion(state: dict[str, Any]) -> dict[str, Any]:
+    """Pool 2 as a Reduction Server sized to the workers' bandwidth."""
+    count, _ = reducer_suggestion(state)
+    if state["pools"][2]["mode"] != REDUCTION_SERVER or not state["pools"][2]["enabled"]:
+        state = update_pool(state, 2, "mode", REDUCTION_SERVER)
+    state = update_pool(state, 2, "machine_type", catalog.RECOMMENDED_REDUCER)
+    if count:
+        state = update_pool(state, 2, "replica_count", count)
+    return state
+
+
+# ---- state -> job -------------------------------------------------------------
+
+def build_job(state: dict[str, Any]) -> JobSpec:
+    """The JobSpec the UI state describes (parsed by the core; may be invalid, see `problems`)."""
+    extra = state.get("extra") or {}
+    pools: list[dict[str, Any]] = [_pool_body(state, pos) if pos == 0 or p["enabled"] else {}
+                                   for pos, p in enumerate(state["pools"])]
+    pools += copy.deepcopy(extra.get("more_pools", []))
+    while len(pools) > max(1, extra.get("pool_count", 0)) and not pools[-1]:
+        pools.pop()
+    spec = JobSpec.from_dict({**copy.deepcopy(extra.get("spec", {})), "workerPoolSpecs": pools}).spec
+    return JobSpec(state["display_name"], spec, dict(extra.get("labels", {})), copy.deepcopy(extra.get("legacy")))
+
+
+def problems(state: dict[str, Any]) -> tuple[JobSpec | None, list[str]]:
+    """The job and validate.problems of it; a job the core cannot parse gives its error."""
+    try:
+        job = build_job(state)
+    except WorkbenchError as exc:
+        return None, [str(exc)]
+    return job, validate.problems(job)
+
+
+def _image_to_run(state: dict[str, Any], pos: int) -> str:
+    """The image pool `pos` runs: its own, else the reducer image (Reduction Server) or the primary's."""
+    pool = state["pools"][pos]
+    if pos == 0:
+        return state["image"]
+    if pool["image"]:
+        return pool["image"]
+    if pos == 2 and pool["mode"] == REDUCTION_SERVER:
+        return catalog.reduction_server_image(state["region"])
+    return state["image"]
+
+
+def _pool_body(state: dict[str, Any], pos: int) -> dict[str, Any]:
+    pool = state["pools"][pos]
+    reducer = pos == 2 and pool["mode"] == REDUCTION_SERVER
+    if pool["base"] is not None:
+        body = copy.deepcopy(pool["base"])
+    elif pos == 0 or reducer:
+        body = {}
+    else:  # a pool made in the UI runs the primary's code
+        body = {k: copy.deepcopy(v) for k, v in (state["pools"][0]["base"] or {}).items() if k in _CODE_KEYS}
+    machine = {k: v for k, v in body.pop("machineSpec", {}).items() if k not in _MACHINE_KEYS}
+    machine["machineType"] = pool["machine_type"]
+    if pool["accelerator_type"]:
+        machine["acceleratorType"] = pool["accelerator_type"]
+    if pool["accelerator_count"]:
+        machine["acceleratorCount"] = pool["accelerator_count"]
+    if pool["tpu_topology"]:
+        machine["tpuTopology"] = pool["tpu_topology"]
+    body["machineSpec"] = machine
+    body["replicaCount"] = pool["replica_count"]
+    disk = body.pop("diskSpec", {})
+    if pool["boot_disk_type"] != DEFAULT_DISK_TYPE or "bootDiskType" in disk:
+        disk["bootDiskType"] = pool["boot_disk_type"]
+    if pool["boot_disk_size_gb"] != DEFAULT_DISK_GB or "bootDiskSizeGb" in disk:
+        disk["bootDiskSizeGb"] = pool["boot_disk_size_gb"]
+    if disk:
+        body["diskSpec"] = disk
+    image = _image_to_run(state, pos)
+    if reducer:
+        body.pop("pythonPackageSpec", None)
+    if "pythonPackageSpec" in body:
+        body["pythonPackageSpec"]["executorImageUri"] = image
+    else:
+        body.setdefault("containerSpec", {})["imageUri"] = image
+    return body
+
+
+# ---- job -> state -------------------------------------------------------------
+
+def state_from_job(job: JobSpec, region: str = catalog.DEFAULT_REGION) -> dict[str, Any]:
+    """The UI state of a job; `build_job(state_from_job(job)) == job`."""
+    specs = list(job.spec.worker_pool_specs)
+    primary_image = pool_image(specs[0]) if specs and not is_empty_pool(specs[0]) \
+        else packaging.resolve_base_image()
+    state_pools = [_pool_state(specs[pos] if pos < len(specs) else None, pos, primary_image, region)
+                   for pos in range(4)]
+    spec = message_to_dict(job.spec)
+    spec.pop("workerPoolSpecs", None)
+    extra = {"spec": spec, "labels": dict(job.labels), "legacy": copy.deepcopy(job.legacy),
+             "pool_count": len(specs), "more_pools": [message_to_dict(p) for p in specs[4:]]}
+    return {"display_name": job.display_name, "region": region, "image": primary_image, "pools": state_pools,
+            "extra": extra}
+
+
+def _pool_state(spec: Any, pos: int, primary_image: str, region: str) -> dict[str, Any]:
+    """The UI state of one parsed WorkerPoolSpec (None or empty: a pool the job does not use)."""
+    if spec is None or is_empty_pool(spec):
+        return default_pool(pos == 0)
+    base = message_to_dict(spec)
+    ms = base.pop("machineSpec", {})
+    if kept := {k: v for k, v in ms.items() if k not in _MACHINE_KEYS}:
+        base["machineSpec"] = kept
+    disk = base.get("diskSpec", {})
+    image = pool_image(spec)
+    reducer = pos == 2 and catalog.is_reduction_server_image(image)
+    default_image = catalog.reduction_server_image(region) if reducer else primary_image
+    return {"enabled": True, "replica_count": int(base.pop("replicaCount", 0)),
+            "machine_type": ms.get("machineType", ""), "accelerator_type": str(ms.get("acceleratorType", "")),
+            "accelerator_count": int(ms.get("acceleratorCount", 0)), "tpu_topology": ms.get("tpuTopology", ""),
+            "image": "" if pos == 0 or image == default_image else image,
+            "boot_disk_type": disk.get("bootDiskType", DEFAULT_DISK_TYPE),
+            "boot_disk_size_gb": int(disk.get("bootDiskSizeGb", DEFAULT_DISK_GB)),
+            "mode": REDUCTION_SERVER if reducer else PARAMETER_SERVER, "base": base}

@@ -1,0 +1,97 @@
+"""What a pool card shows, from the configurator's UI state (see `layout_state`).
+
+`pool_view(state, pos)` gives the values, the options of every picker (only what
+the catalog offers, plus a loaded value it does not, so validation can name it),
+and what is disabled or hidden. `PoolCard` renders it and nothing else.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jupyter_ext import catalog, validate
+from jupyter_ext.spec import POOL_ROLES
+
+from .layout_state import PARAMETER_SERVER, REDUCTION_SERVER, is_tpu_machine, reducer_suggestion
+
+MODES = (("Parameter servers", PARAMETER_SERVER), ("Reduction Server", REDUCTION_SERVER))
+POOL_TITLES = tuple(role.capitalize() for role in POOL_ROLES)
+
+
+def machine_options(include_tpu: bool = True) -> list[tuple[str, str]]:
+    """(label, name) of every training machine, family by family in the catalog's order."""
+    return [(m.label, m.name) for ms in catalog.families().values() for m in ms
+            if include_tpu or m.kind != "tpu"]
+
+
+def accelerator_type_options(machine_name: str) -> list[tuple[str, str]]:
+    """Only what catalog.valid_accelerators offers; "None" where the machine may run without one."""
+    machine = catalog.machine(machine_name)
+    offered = catalog.valid_accelerators(machine_name)
+    none = [("None", "")] if not offered or (machine is not None and machine.kind == "cpu") else []
+    return none + [(_accelerator_label(a), a) for a in offered]
+
+
+def accelerator_count_options(machine_name: str, accelerator: str) -> list[tuple[str, int]]:
+    if not accelerator:
+        return [("-", 0)]
+    return [(str(c), c) for c in catalog.valid_accelerators(machine_name).get(accelerator, ())]
+
+
+def topology_options(machine_name: str) -> list[tuple[str, str]]:
+    machine = catalog.machine(machine_name)
+    topologies = machine.tpu_topologies if machine else {}
+    return [(f"{t} — {chips} chips, {vms} VM{'s' if vms != 1 else ''}", t) for t, (chips, vms) in topologies.items()]
+
+
+def _accelerator_label(name: str) -> str:
+    label = catalog.accelerator_label(name)
+    return f"{label} (deprecated)" if catalog.is_deprecated(name) else label
+
+
+def _with_current(options: list[tuple[str, Any]], current: Any, label: str) -> list[tuple[str, Any]]:
+    """A loaded value the catalog does not offer stays visible (validation says what is wrong)."""
+    if any(value == current for _, value in options):
+        return options
+    return options + [(label, current)]
+
+
+def pool_view(state: dict[str, Any], pos: int) -> dict[str, Any]:
+    """Everything a pool card shows: values, options, what is disabled or hidden."""
+    pool = state["pools"][pos]
+    machine = catalog.machine(pool["machine_type"])
+    tpu_job = is_tpu_machine(state["pools"][0]["machine_type"])
+    active = pos == 0 or pool["enabled"]
+    reducer = pos == 2 and pool["mode"] == REDUCTION_SERVER
+    fixed = machine.fixed_accelerator if machine else None
+    accel, count = pool["accelerator_type"], pool["accelerator_count"]
+    topologies = topology_options(pool["machine_type"])
+    title = "Reduction Server" if reducer else POOL_TITLES[pos]
+    return {
+        "pos": pos, "title": f"{pos} · {title}", "enabled": active,
+        # a TPU job has one pool: other pools may only be switched off
+        "toggle_disabled": pos == 0 or (tpu_job and not pool["enabled"]),
+        "mode": pool["mode"] if pos == 2 else None,
+        "replica_count": pool["replica_count"], "replicas_disabled": pos == 0,
+        "machine_type": pool["machine_type"],
+        "machine_options": _with_current(machine_options(include_tpu=pos == 0), pool["machine_type"],
+                                         pool["machine_type"] or "(none)"),
+        "accelerator_type": accel,
+        "accelerator_type_options": _with_current(accelerator_type_options(pool["machine_type"]), accel,
+                                                  _accelerator_label(accel)),
+        "accelerator_count": count,
+        "accelerator_count_options": _with_current(accelerator_count_options(pool["machine_type"], accel),
+                                                   count, str(count)),
+        "accelerators_fixed": fixed is not None and (accel, count) == fixed,
+        "tpu_topology": pool["tpu_topology"],
+        "topology_options": _with_current(topologies, pool["tpu_topology"], pool["tpu_topology"] or "(none)"),
+        "show_topology": bool(topologies or pool["tpu_topology"]),
+        "image": state["image"] if pos == 0 else pool["image"],
+        "image_placeholder": catalog.reduction_server_image(state["region"]) if reducer else state["image"],
+        "image_disabled": reducer,
+        "boot_disk_type": pool["boot_disk_type"],
+        "boot_disk_type_options": _with_current([(t, t) for t in validate.BOOT_DISK_TYPES], pool["boot_disk_type"],
+                                                pool["boot_disk_type"] or "(none)"),
+        "boot_disk_size_gb": pool["boot_disk_size_gb"],
+        "suggestion": reducer_suggestion(state)[1] if reducer and active else "",
+    }
