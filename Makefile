@@ -29,3 +29,4 @@ bench: install-test
 	$(PYTHON) tests/benchmarks/bench_logs.py
 	$(PYTHON) tests/benchmarks/bench_edit_to_running.py
 	$(PYTHON) tests/benchmarks/bench_monitor.py
+	$(PYTHON) tests/benchmarks/bench_cloud_path.py

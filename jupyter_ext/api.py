@@ -1,4 +1,5 @@
-"""The Vertex AI API's job collections, as the client and the local service both name them."""
+"""The Vertex AI API's job collections, as the client and the local service both name them, and
+the project local jobs belong to."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 from google.cloud.aiplatform_v1 import types as v1
 
+LOCAL_PROJECT = "local"  # the project of local jobs (also of those that ran outside the service, as `vtrain run`'s)
 _CONSOLE = "https://console.cloud.google.com/vertex-ai/locations/{region}/training/{job}"
 
 

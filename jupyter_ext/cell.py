@@ -3,9 +3,11 @@
 The magic stays thin: it parses flags and calls these functions. A cell
 becomes the codelab's trainer package (`trainer/task.py` and a Dockerfile); the
 job's pools then run it as the target needs:
-- local processes: `python -m trainer.task` from the package folder (a
-  pythonPackageSpec pointing at it), nothing to build;
-- local containers and Vertex AI: the built image (containerSpec.imageUri).
+- as a package (`for_package`): `python -m trainer.task` from the package folder
+  (a pythonPackageSpec pointing at it) on a prebuilt image: local processes run
+  it as is; for Vertex AI the folder is uploaded as an sdist (see `staging`),
+  with no Docker engine needed;
+- as an image (`for_image`): local containers, and Vertex AI with `--image`.
 A Reduction Server pool keeps its own image.
 """
 
@@ -82,21 +84,21 @@ def _tpu_machine(text: str) -> dict[str, Any]:
 
 
 def context_for(source: str, *, requirements: list[str] | None, base_image: str | None,
-                job: JobSpec) -> tuple[packaging.BuildContext, Path]:
-    """The cell's build context, written once under the data folder by its content hash:
-    re-running an unchanged cell reuses it."""
+                job: JobSpec, region: str = "us") -> tuple[packaging.BuildContext, Path]:
+    """The cell's build context (prebuilt images from the `region` multi-region), written once under
+    the data folder by its content hash: re-running an unchanged cell reuses it."""
     context = packaging.build_context(source, requirements=requirements or None, base_image=base_image,
-                                      gpu=packaging.primary_has_gpu(job))
+                                      gpu=packaging.primary_has_gpu(job), region=region)
     folder = paths.data_dir() / "contexts" / context.tag
     if not (folder / "Dockerfile").is_file():
         packaging.write_context(context, folder)
     return context, folder
 
 
-def for_processes(job: JobSpec, folder: Path, base_image: str, args: list[str]) -> JobSpec:
-    """Every training pool runs the trainer package from `folder` as a Python package job
-    (on Vertex AI that would run on `base_image`, the prebuilt image the Dockerfile starts from)."""
-    result = _copy(job)
+def for_package(job: JobSpec, folder: Path, base_image: str, args: list[str]) -> JobSpec:
+    """Every training pool runs the trainer package from `folder` as a Python package job on
+    `base_image`, the prebuilt image the Dockerfile starts from."""
+    result = job.copy()
     for pool, env in _training_pools(result):
         pool.python_package_spec = v1.PythonPackageSpec(executor_image_uri=base_image, package_uris=[str(folder)],
                                                         python_module=packaging.MODULE, args=args, env=env)
@@ -105,7 +107,7 @@ def for_processes(job: JobSpec, folder: Path, base_image: str, args: list[str]) 
 
 def for_image(job: JobSpec, image: str, args: list[str]) -> JobSpec:
     """Every training pool runs `image` (the image's ENTRYPOINT runs the trainer)."""
-    result = _copy(job)
+    result = job.copy()
     for pool, env in _training_pools(result):
         pool.container_spec = v1.ContainerSpec(image_uri=image, args=args, env=env)
     return result
@@ -122,7 +124,7 @@ def _training_pools(job: JobSpec) -> Iterator[tuple[v1.WorkerPoolSpec, list[v1.E
 
 def with_job_dir(job: JobSpec, job_dir: str) -> JobSpec:
     """`--job-dir`: outputs go there (AIP_MODEL_DIR and friends), as the base output directory."""
-    result = _copy(job)
+    result = job.copy()
     result.spec.base_output_directory.output_uri_prefix = job_dir
     return result
 
@@ -146,8 +148,3 @@ def split_args(text: str | None) -> list[str]:
         return shlex.split(text or "")
     except ValueError as exc:
         raise WorkbenchError(f"--args: {exc}") from None
-
-
-def _copy(job: JobSpec) -> JobSpec:
-    return JobSpec(job.display_name, v1.CustomJobSpec.wrap(copy.deepcopy(job.spec._pb)), dict(job.labels),
-                   job.legacy, job.source_dir)

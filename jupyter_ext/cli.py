@@ -171,7 +171,10 @@ def _parser() -> argparse.ArgumentParser:
                         description="The local service speaks Vertex AI's CustomJob API and Cloud Logging's "
                                     "entries:list on 127.0.0.1 and runs jobs on this machine.")
     sv.add_argument("action", choices=("start", "stop", "status"))
-    sv.add_argument("--json", action="store_true", help="status as JSON (endpoint, token_file, pid)")
+    sv.add_argument("--json", action="store_true", help="status as JSON (endpoint, token_file, pid, options)")
+    from .service.emulation import add_arguments  # nothing heavy: the service's own flags
+
+    add_arguments(sv, when="start: ")
     sv.set_defaults(func=cmd_service)
     return p
 
@@ -184,6 +187,8 @@ def _target_flags(p: argparse.ArgumentParser, staging: bool = False) -> None:
     p.add_argument("--region", metavar="REGION", help="Vertex AI region (default: $CLOUD_ML_REGION, else us-central1)")
     p.add_argument("--endpoint", metavar="URL", help="a Vertex AI API endpoint other than Google's (for Cloud "
                    "Logging too)")
+    p.add_argument("--access-token-file", metavar="FILE", help="an OAuth access token to call Vertex AI with "
+                   "(default: $CLOUDSDK_AUTH_ACCESS_TOKEN_FILE, else application-default credentials)")
     if staging:
         p.add_argument("--staging-bucket", metavar="GS_URI", help="gs:// bucket for outputs (base output "
                        "directory) on Vertex AI")
@@ -195,7 +200,7 @@ def _target(args: argparse.Namespace) -> Target:
     vertex = bool(args.vertex or args.project or args.region or args.endpoint)
     return Target.resolve(vertex=vertex, project=args.project, region=args.region,
                           staging_bucket=getattr(args, "staging_bucket", None), endpoint=args.endpoint,
-                          backend=getattr(args, "backend", None))
+                          backend=getattr(args, "backend", None), access_token_file=args.access_token_file)
 
 
 def _load(path: str, name: str | None = None) -> JobSpec:
@@ -229,7 +234,17 @@ def cmd_convert(args: argparse.Namespace) -> int:
         from .launch.target import resolve_region
 
         sys.stdout.write(exports.gcloud_command(job, resolve_region(args.region)))
+    elif job.tuning is not None and args.to == "rest":  # a legacy job with hyperparameters: a tuning job
+        import yaml
+
+        from .spec import message_to_dict
+
+        body = message_to_dict(job.tuning_job())
+        sys.stdout.write(yaml.safe_dump(body, sort_keys=False) if args.yaml else json.dumps(body, indent=2) + "\n")
     else:
+        if job.tuning is not None and args.to != "legacy":
+            print(f"vtrain: note: its hyperparameters make it a HyperparameterTuningJob on Vertex AI, which --to "
+                  f"{args.to} cannot hold (use --to rest); this is the trials' job", file=sys.stderr)
         sys.stdout.write(job.dump(args.to, as_yaml=args.yaml))
     return 0
 
@@ -395,7 +410,10 @@ def cmd_service(args: argparse.Namespace) -> int:
     from .service import daemon
 
     if args.action == "start":
-        info = daemon.ensure_running()
+        from .service.emulation import Options
+
+        options = Options.from_args(args)
+        info = daemon.ensure_running(options if options != Options() else None)  # no flags: any running one
         print(f"local service on {info['endpoint']} (pid {info['pid']})")
     elif args.action == "stop":
         print("stopped" if daemon.stop() else "not running")

@@ -44,6 +44,7 @@ VERTEX_PORT = 2222
 FIRST_LOCAL_PORT = 27182
 ROLES = ("primary", "worker", "parameter_server", "evaluator")
 TF_TASKS = ("chief", "worker", "ps", "evaluator")
+PYTORCH_VARIABLES = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK")  # set below, for torch.distributed
 LEGACY_TASKS = ("master", "worker", "ps", "evaluator")
 
 

@@ -83,14 +83,17 @@ def gcloud_command(job: JobSpec, region: str) -> str:
             flags.append(flag if value is True else f"{flag}={value}")
     if job.labels:
         flags.append("--labels=" + ",".join(f"{k}={v}" for k, v in job.labels.items()))
+    # the key is the CustomJob's, not the CustomJobSpec's: no config file holds it, so it is always a flag
+    kms = [f"--kms-key={job.encryption_spec.kms_key_name}"] if job.encryption_spec.kms_key_name else []
+    flags += kms
     lost += list(body)
     lines = ["gcloud ai custom-jobs create"] + [shlex.quote(f) for f in flags]
     text = " \\\n  ".join(lines) + "\n"
     if lost:
+        config = [f"--region={region}", f"--display-name={job.display_name}", *kms, "--config=config.yaml"]
         text = (textwrap.fill(f"Not expressible as flags: {', '.join(lost)}.", 100, initial_indent="# ",
                               subsequent_indent="#   ") + "\n"
-                f"# For this job use: gcloud ai custom-jobs create --region={shlex.quote(region)} "
-                f"--display-name={shlex.quote(job.display_name)} --config=config.yaml\n") + text
+                f"# For this job use: gcloud ai custom-jobs create {shlex.join(config)}\n") + text
     return text
 
 
@@ -126,8 +129,9 @@ def _pool_keys(pool: dict[str, Any], pos: int, shared: dict[str, list[str]], los
     return keys
 
 
-# CustomJobSpec fields (SDK form) -> (where, keyword) in aiplatform.CustomJob(...) / .run(...)
+# CustomJob(Spec) fields (SDK form) -> (where, keyword) in aiplatform.CustomJob(...) / .run(...)
 _SDK_ARGS = {"base_output_dir": ("init", "base_output_dir"), "labels": ("init", "labels"),
+             "encryption_spec_key_name": ("init", "encryption_spec_key_name"),
              "persistent_resource_id": ("init", "persistent_resource_id"),
              "service_account": ("run", "service_account"), "network": ("run", "network"),
              "enable_web_access": ("run", "enable_web_access"), "tensorboard": ("run", "tensorboard")}

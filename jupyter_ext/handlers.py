@@ -1,7 +1,11 @@
 """jupyter_server routes behind the lab's Training Jobs panel, under `<base_url>/vertex-train/`.
 
-    GET  jobs                       every job: local, and on Vertex AI when a project is configured
-    GET  jobs/<id>                  the CustomJob as JSON and each replica's TF_CONFIG / CLUSTER_SPEC
+    GET  jobs                       every local job and the first page of Vertex AI's (when a project
+                                    is configured); the `vertex` source holds `next_page_token`
+    GET  jobs?source=vertex&page_token=
+                                    the next page of Vertex AI's jobs, and `next_page_token`
+    GET  jobs/<id>                  the CustomJob as JSON and each replica's TF_CONFIG, CLUSTER_SPEC
+                                    and PyTorch variables
     GET  jobs/<id>/logs?cursor=&replica=&limit=
                                     one page of log entries; `next_cursor` follows, `done` says the
                                     job is final and every entry was read
@@ -12,11 +16,16 @@ and authorized (`auth_resource = "vertex_train"`). The handlers go through
 `launch`, the same clients the CLI, the magics and the widgets use; blocking
 client calls run in a thread so the server stays responsive. A job that does
 not exist is a 404 JSON error, a user mistake (WorkbenchError) a 400.
+
+Vertex AI's list is asked for by every panel refresh (every 2 s), so `VertexListing`
+keeps at most one listing call in flight per project and region and reuses its
+answer for a while; a slow Vertex AI is an `errors` entry, never a pile of threads.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import re
 import time
@@ -43,6 +52,8 @@ SOURCES = ("local", "vertex")
 MAX_JOBS = 200
 PAGE_SIZE = 1000
 MAX_PAGE_SIZE = 5000
+VERTEX_PAGE_SIZE = 50  # Vertex AI jobs per page: the first on every refresh, the next ones when the panel asks
+VERTEX_CALL_DEADLINE = 300.0  # seconds a silent Vertex AI call waits, so a hung one ends and the next can start
 _JOB_ID = r"(?P<job_id>[^/]+)"
 _VALID_JOB_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")  # Vertex's are numeric; anything else cannot exist
 _REPLICA = re.compile(r"workerpool[0-3]-\d{1,5}")
@@ -63,7 +74,8 @@ def _jupyter_labextension_paths() -> list[dict[str, str]]:
 def _load_jupyter_server_extension(server_app: Any) -> None:
     config = VertexTrain(parent=server_app)
     setup_handlers(server_app.web_app, config)
-    where = f", Vertex AI {config.project}/{config.region}" if config.vertex_target() else ""
+    vertex = config.vertex_target()
+    where = f", Vertex AI {vertex.parent}" if vertex else ""
     server_app.log.info(f"vertex-train: routes under {url_path_join(server_app.base_url, NAMESPACE)} "
                         f"(local jobs{where})")
 
@@ -86,21 +98,28 @@ class VertexTrain(Configurable):
                            "everywhere, see the README's 'Where jobs run'; none: local jobs only)").tag(config=True)
     region = Unicode(help="Vertex AI region of those jobs (default: $CLOUD_ML_REGION, else us-central1)"
                      ).tag(config=True)
-    vertex_timeout = Float(20.0, help="seconds to wait for Vertex AI before the list reports it as failing"
-                           ).tag(config=True)
+    endpoint = Unicode(help="a Vertex AI API endpoint other than Google's").tag(config=True)
+    vertex_timeout = Float(20.0, help="seconds a job list waits for Vertex AI before it reports Vertex AI as slow "
+                                      "(the listing goes on and is shown when it ends)").tag(config=True)
     vertex_cache = Float(10.0, help="seconds a Vertex AI job list is reused (the panel refreshes every 2 s)"
                          ).tag(config=True)
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.vertex_jobs: tuple[float, list[v1.CustomJob]] | None = None  # (when listed, jobs): the cache
+        self._listings: dict[tuple[str, str], VertexListing] = {}  # by (parent, endpoint)
 
     def vertex_target(self) -> launch.Target | None:
         """Vertex AI's place for the panel, resolved as everywhere else; None without a project."""
         try:
-            return launch.Target.resolve(vertex=True, project=self.project or None, region=self.region or None)
+            return launch.Target.resolve(vertex=True, project=self.project or None, region=self.region or None,
+                                         endpoint=self.endpoint or None)
         except WorkbenchError:
             return None
+
+    def listing(self, target: launch.Target) -> VertexListing:
+        """The one listing of the target's jobs that every request of this server shares (keyed by
+        place, not by credentials: a target resolved again may carry new ones)."""
+        return self._listings.setdefault((target.parent, target.endpoint), VertexListing())
 
     def target(self, source: str) -> launch.Target:
         if source == "local":
@@ -110,6 +129,41 @@ class VertexTrain(Configurable):
             raise WorkbenchError("source=vertex: no Vertex AI project is configured (set c.VertexTrain.project "
                                  "or GOOGLE_CLOUD_PROJECT)")
         return target
+
+
+class VertexListing:
+    """The first page of Vertex AI's jobs in one place: at most one listing call in flight,
+    which every request awaits, and its last good answer reused for a while. Used on the
+    server's event loop only, so it needs no lock."""
+
+    def __init__(self) -> None:
+        self._answer: tuple[float, list[v1.CustomJob], str] | None = None  # (when, jobs, next page token)
+        self._call: asyncio.Task[tuple[list[v1.CustomJob], str]] | None = None
+
+    async def first_page(self, target: launch.Target, timeout: float,
+                         reuse: float) -> tuple[list[v1.CustomJob], str]:
+        """(jobs, next page token): the answer of the last `reuse` seconds, else the call in flight
+        (started if there is none). After `timeout` s a WorkbenchError says Vertex AI is slow; the
+        call goes on and its answer serves the requests that follow."""
+        if self._answer and time.monotonic() - self._answer[0] < reuse:
+            return self._answer[1], self._answer[2]
+        if self._call is None:
+            self._call = asyncio.create_task(self._list(target))
+        try:
+            # shield: a request that stops waiting must not cancel the call the others await
+            return await asyncio.wait_for(asyncio.shield(self._call), timeout)
+        except asyncio.TimeoutError:
+            raise WorkbenchError(f"Vertex AI is slow: no answer in {timeout:g} s (its jobs are listed when it "
+                                 "answers)") from None
+
+    async def _list(self, target: launch.Target) -> tuple[list[v1.CustomJob], str]:
+        try:
+            jobs, token = await asyncio.to_thread(launch.list_jobs_page, target, VERTEX_PAGE_SIZE,
+                                                  timeout=VERTEX_CALL_DEADLINE)
+        finally:
+            self._call = None
+        self._answer = (time.monotonic(), jobs, token)
+        return jobs, token
 
 
 # ---- handlers ----------------------------------------------------------------------------
@@ -159,21 +213,31 @@ class JobsHandler(BaseHandler):
     @tornado.web.authenticated
     @authorized
     async def get(self) -> None:
-        """Local jobs, and Vertex AI's when a project is configured. A source that fails is
-        reported in `errors` (the other's jobs are still listed), never a 500."""
+        """Local jobs and the first page of Vertex AI's when a project is configured; with
+        `page_token`, the next page of Vertex AI's. A source that fails is reported in `errors`
+        (the other's jobs are still listed), never a 500."""
+        page_token = self.get_query_argument("page_token", "")
+        if page_token:
+            await self._next_vertex_page(page_token)
+            return
         now = datetime.now(timezone.utc)
         sources: list[dict[str, str]] = [{"source": "local", "parent": launch.Target().parent}]
         errors: list[dict[str, str]] = []
-        vertex = self.workbench.vertex_target()
-        if vertex is not None:
-            sources.append({"source": "vertex", "parent": vertex.parent})
-        listed = await asyncio.gather(self._local(), self._vertex(vertex), return_exceptions=True)
         jobs: list[dict[str, Any]] = []
-        for source, result in zip(("local", "vertex"), listed):
-            if isinstance(result, BaseException):
-                errors.append({"source": source, "message": _message(result)})
+        vertex = self.workbench.vertex_target()
+        local, remote = await asyncio.gather(self._local(), self._vertex(vertex), return_exceptions=True)
+        if isinstance(local, BaseException):
+            errors.append({"source": "local", "message": _message(local)})
+        else:
+            jobs += [summary(job, True, now) for job in local]
+        if vertex is not None:
+            next_page_token = ""
+            if isinstance(remote, BaseException):
+                errors.append({"source": "vertex", "message": _message(remote)})
             else:
-                jobs += [summary(job, source == "local", now) for job in result]
+                jobs += [summary(job, False, now) for job in remote[0]]
+                next_page_token = remote[1]
+            sources.append({"source": "vertex", "parent": vertex.parent, "next_page_token": next_page_token})
         jobs.sort(key=lambda j: j["create_time"] or "", reverse=True)
         self.reply({"jobs": jobs[:MAX_JOBS], "truncated": len(jobs) > MAX_JOBS, "sources": sources,
                     "errors": errors, "now": _iso(now)})
@@ -181,20 +245,26 @@ class JobsHandler(BaseHandler):
     async def _local(self) -> list[v1.CustomJob]:
         return await asyncio.to_thread(launch.list_jobs, launch.Target())  # starts the local service if needed
 
-    async def _vertex(self, target: launch.Target | None) -> list[v1.CustomJob]:
-        """Vertex AI's jobs, reused for `vertex_cache` seconds: the panel refreshes every 2 s."""
+    async def _vertex(self, target: launch.Target | None) -> tuple[list[v1.CustomJob], str]:
         workbench = self.workbench
         if target is None:
-            return []
-        cached = workbench.vertex_jobs
-        if cached and time.monotonic() - cached[0] < workbench.vertex_cache:
-            return cached[1]
+            return [], ""
+        return await workbench.listing(target).first_page(target, workbench.vertex_timeout,
+                                                          workbench.vertex_cache)
+
+    async def _next_vertex_page(self, page_token: str) -> None:
+        """A page the user asked for ("Load more"): not cached, and awaited to its end."""
+        if self.source() != "vertex":
+            raise tornado.web.HTTPError(400, "page_token: only Vertex AI's job list has pages (source=vertex)")
         try:
-            jobs = await asyncio.wait_for(asyncio.to_thread(launch.list_jobs, target), workbench.vertex_timeout)
-        except asyncio.TimeoutError:
-            raise WorkbenchError(f"Vertex AI did not answer in {workbench.vertex_timeout:g} s") from None
-        workbench.vertex_jobs = (time.monotonic(), jobs)
-        return jobs
+            target = self.workbench.target("vertex")
+        except WorkbenchError as exc:
+            raise tornado.web.HTTPError(400, str(exc)) from None
+        jobs, next_page_token = await self.call(functools.partial(
+            launch.list_jobs_page, target, VERTEX_PAGE_SIZE, page_token, timeout=VERTEX_CALL_DEADLINE))
+        now = datetime.now(timezone.utc)
+        self.reply({"jobs": [summary(job, False, now) for job in jobs], "next_page_token": next_page_token,
+                    "now": _iso(now)})
 
 
 class JobHandler(BaseHandler):
@@ -247,7 +317,9 @@ def summary(job: v1.CustomJob, local: bool, now: datetime) -> dict[str, Any]:
 
 
 def replica_environment(handle: launch.Handle) -> dict[str, Any]:
-    """Every replica's TF_CONFIG and CLUSTER_SPEC, from `cluster.replicas`, as the job's replicas see them.
+    """Every replica's TF_CONFIG, CLUSTER_SPEC and PyTorch variables (None where a replica has none:
+    evaluators and Reduction Server replicas have no RANK), from `cluster.replicas`, as the job's
+    replicas see them.
 
     A local job that ran records its replicas' addresses (`<job dir>/status.json`); they are used when
     present, so process-backend ports are the real ones. Cloud addresses are placeholders until Vertex runs it.
@@ -265,7 +337,8 @@ def replica_environment(handle: launch.Handle) -> dict[str, Any]:
         rows.append({"task_name": r.task_name, "pool": r.pool, "index": r.index, "role": r.role,
                      "tf_task": r.tf_task, "address": r.address,
                      "TF_CONFIG": json.loads(r.env["TF_CONFIG"]) if "TF_CONFIG" in r.env else None,
-                     "CLUSTER_SPEC": json.loads(r.env["CLUSTER_SPEC"]) if "CLUSTER_SPEC" in r.env else None})
+                     "CLUSTER_SPEC": json.loads(r.env["CLUSTER_SPEC"]) if "CLUSTER_SPEC" in r.env else None,
+                     **{name: r.env.get(name) for name in cluster.PYTORCH_VARIABLES}})
     return {"address_style": style, "addresses_recorded": bool(recorded and ports), "replicas": rows}
 
 
@@ -282,14 +355,15 @@ def read_log_page(handle: launch.Handle, replica: str | None, cursor: launch.Log
                   limit: int = PAGE_SIZE) -> dict[str, Any]:
     """Up to `limit` of a job's log entries after `cursor`, read as every follower reads them
     (`launch.LogReader`). `done`: the job is final and its log was read to the end."""
-    final = states.is_final(handle.state)  # first: once final, what follows the read is all there is
+    resource = handle.refresh()  # first: once final, what follows the read is all there is
     reader = launch.LogReader(handle.session, launch.log_filter(handle.id, replica), cursor=cursor)
-    records = reader.poll(limit=limit)
+    records = reader.poll(limit=limit, wait=False)  # held back by the read quota: nothing now, try again later
     entries = [{"timestamp": launch.logs.stamp_text(r.timestamp), "time": r.timestamp.strftime("%H:%M:%S.%f")[:-3],
                 "replica": r.task_name, "severity": r.severity, "text": r.text, "insert_id": r.insert_id}
                for r in records]
-    return {"entries": entries, "next_cursor": reader.cursor.encode(), "done": final and len(records) < limit,
-            "state": handle.resource.state.name}
+    done = (states.is_final(resource.state) and len(records) < limit and not reader.held
+            and reader.settled(resource.end_time))
+    return {"entries": entries, "next_cursor": reader.cursor.encode(), "done": done, "state": resource.state.name}
 
 
 def _http_error(exc: Exception) -> tornado.web.HTTPError:

@@ -98,21 +98,22 @@ class VertexTrainMagics(Magics):
 
     def _train(self, args: Any, source: str) -> None:
         from . import cell as cells
-        from . import launch
+        from . import launch, packaging
 
         study = _study(args)
         job = self._layout(args)
         if args.job_dir:
             job = cells.with_job_dir(job, args.job_dir)
-        context, folder = cells.context_for(source, requirements=args.requirements, base_image=args.base_image,
-                                            job=job)
-        trainer_args = cells.split_args(_unquote(args.args))
         target = self._target(args)
-        if target.address_style == "process":
-            job = cells.for_processes(job, folder, context.base_image, trainer_args)
+        context, folder = cells.context_for(source, requirements=args.requirements, base_image=args.base_image,
+                                            job=job, region=packaging.multi_region(target.region))
+        trainer_args = cells.split_args(_unquote(args.args))
+        if target.address_style == "process" or (not target.local and not args.image):
+            job = cells.for_package(job, folder, context.base_image, trainer_args)  # no image to build
         elif args.dry_run:
             job = cells.for_image(job, args.image or f"<image built from {folder}>", trainer_args)
         else:
+            launch.preflight.check(cells.for_image(job, args.image or "", trainer_args), target)  # before building
             job = cells.for_image(job, self._build(args, context, folder, target), trainer_args)
         if args.dry_run:
             print(cells.dry_run_text(job, context, target.address_style), end="")

@@ -68,6 +68,7 @@ DEPENDENCY_SUFFIXES = (".whl", ".tar.gz", ".zip")
 # ---- base images -----------------------------------------------------------
 
 PREBUILT = "{region}-docker.pkg.dev/vertex-ai/training"
+LEGACY_PREBUILT = "gcr.io/cloud-aiplatform/training"
 REGIONS = ("us", "europe", "asia")
 
 
@@ -123,6 +124,21 @@ def resolve_base_image(name: str | None = None, *, gpu: bool = False, region: st
     py = m["py"] if m["py"] else fw.python
     tag = f"{family}.{version}" + (f".{py}" if py else "")
     return f"{PREBUILT.format(region=region)}/{tag}:latest"
+
+
+def multi_region(region: str) -> str:
+    """The multi-region of prebuilt images nearest a Vertex AI region: europe-*, asia-* (and
+    australia-*) there, us for the rest (Google publishes every image in all three)."""
+    if region.startswith("europe-"):
+        return "europe"
+    return "asia" if region.startswith(("asia-", "australia-")) else "us"
+
+
+def is_prebuilt_training_image(uri: str) -> bool:
+    """One of Vertex AI's prebuilt training images (any framework, version or multi-region), or the
+    older gcr.io/cloud-aiplatform/training ones: what a pythonPackageSpec may run on."""
+    hosts = [PREBUILT.format(region=region) + "/" for region in REGIONS] + [LEGACY_PREBUILT + "/"]
+    return uri.startswith(tuple(hosts))
 
 
 def primary_has_gpu(job: JobSpec) -> bool:

@@ -6,14 +6,38 @@ CustomJobSpec, the SDK's snake_case `worker_pool_specs`, a legacy AI Platform
 any of them. Parsing goes through protobuf's JSON rules, so enum names and
 numbers, camelCase and snake_case, and int64 as strings are all accepted, the
 same as the Vertex API accepts them.
+
+Every field the user gave reaches `custom_job()` (the request) and every format
+that can hold it:
+- CustomJob level: `displayName`, `labels` and `encryptionSpec` (the SDK form's
+  `encryption_spec_key_name`). A gcloud config (a CustomJobSpec) holds neither
+  labels nor the key: gcloud takes them as `--labels` and `--kms-key`.
+- A CustomJob as the API returns it (`name`, `state`, `createTime`, `error`,
+  `webAccessUris`, ...) loads too: the output-only fields are ignored.
+- A legacy `trainingInput` maps onto the Vertex fields that mean the same:
+  `scheduling.maxRunningTime` -> `scheduling.timeout`, `serviceAccount`,
+  `network`, `enableWebAccess`, `encryptionConfig.kmsKeyName` ->
+  `encryptionSpec.kmsKeyName`, `hyperparameters` -> `tuning` (a
+  HyperparameterTuningJob's study and trial counts, see
+  `tuning.from_legacy_hyperparameters`). `region` (where the job runs),
+  `runtimeVersion` (it chose a package job's image) and `pythonVersion` are kept
+  in `legacy`. All of them dump back to the same trainingInput keys.
+- Legacy fields Vertex has no equivalent for are refused, one line naming the
+  field, rather than dropped: `scheduling.maxWaitTime` (Vertex's
+  `maxWaitDuration` only applies to FLEX_START jobs), `scheduling.priority`,
+  `tpuTfVersion`, and in `hyperparameters` `resumePreviousJobId` and
+  `enableTrialEarlyStopping: true`. So are keys that are not AI Platform fields.
+- A job with a study (`tuning`) dumps its trial job in the Vertex formats;
+  `tuning_job()` is the HyperparameterTuningJob to send, and `legacy` holds both.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,32 +65,52 @@ LEGACY_MACHINES: dict[str, tuple[str, str, int]] = {
 }
 # trainingInput role prefixes in pool order.
 LEGACY_ROLES = ("master", "worker", "parameterServer", "evaluator")
-# trainingInput keys this module turns into pools; any other key is carried as is.
-_LEGACY_CONSUMED = {
-    "scaleTier", "jobDir", "args", "useChiefInTfConfig", "packageUris", "pythonModule",
+# every TrainingInput field (AI Platform REST reference); any other key is refused
+_LEGACY_FIELDS = {
+    "scaleTier", "jobDir", "args", "useChiefInTfConfig", "packageUris", "pythonModule", "runtimeVersion",
+    "pythonVersion", "region", "scheduling", "serviceAccount", "network", "enableWebAccess", "encryptionConfig",
+    "hyperparameters",
     *(f"{r}{s}" for r in LEGACY_ROLES for s in ("Type", "Config")),
     *(f"{r}Count" for r in LEGACY_ROLES[1:]),
+}
+_REPLICA_CONFIG_FIELDS = {"acceleratorConfig", "imageUri", "containerCommand", "containerArgs", "diskConfig"}
+# legacy fields without a Vertex equivalent (the end of their path) -> why: refused, so the user
+# removes them knowing what changes instead of believing they took effect
+_LEGACY_REFUSED = {
+    "scheduling.maxWaitTime": "Vertex AI has no wait limit for a standard job (scheduling.maxWaitDuration only "
+                              "applies with strategy FLEX_START); remove it, or write a CustomJob with both",
+    "scheduling.priority": "Vertex AI has no job priority; remove it",
+    "tpuTfVersion": "Vertex AI has no TPU TensorFlow version: the image brings its own; remove it",
 }
 
 
 @dataclass
 class LegacyOptions:
-    """What a legacy AI Platform job carries beyond its pools."""
+    """What a legacy AI Platform job carries beyond its pools and their Vertex fields."""
 
     job_id: str
     use_chief_in_tf_config: bool = False
     job_dir: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)  # trainingInput keys passed through
+    region: str = ""  # where the job runs: the default region when it is submitted
+    runtime_version: str = ""  # chose the executor image of a pythonModule job
+    python_version: str = ""  # on Vertex the executor image decides; kept for the round trip
 
 
 @dataclass
 class JobSpec:
+    """One training job: the CustomJob fields a user sets (`display_name`, `spec`, `labels`,
+    `encryption_spec`), what a legacy job adds (`legacy`), and a tuning study (`tuning`)."""
+
     display_name: str
     spec: v1.CustomJobSpec
     labels: dict[str, str] = field(default_factory=dict)
     legacy: LegacyOptions | None = None
     # the folder of the file it was loaded from: relative local packageUris are relative to it
     source_dir: Path | None = field(default=None, compare=False)
+    _: KW_ONLY
+    encryption_spec: v1.EncryptionSpec = field(default_factory=v1.EncryptionSpec)
+    # a tuning study (from legacy `hyperparameters`): study_spec and the trial counts, no trial_job_spec
+    tuning: v1.HyperparameterTuningJob | None = None
 
     # ---- views -------------------------------------------------------------
     @property
@@ -77,6 +121,16 @@ class JobSpec:
     @property
     def replica_count(self) -> int:
         return sum(p.replica_count for _, p in self.pools)
+
+    def copy(self, **changes: Any) -> JobSpec:
+        """A copy that shares nothing mutable with this job (the spec, labels and messages are
+        copied), with `changes` to its fields."""
+        fresh = {"spec": v1.CustomJobSpec.wrap(copy.deepcopy(self.spec._pb)), "labels": dict(self.labels),
+                 "legacy": copy.deepcopy(self.legacy),
+                 "encryption_spec": v1.EncryptionSpec.wrap(copy.deepcopy(self.encryption_spec._pb)),
+                 "tuning": None if self.tuning is None else v1.HyperparameterTuningJob.wrap(
+                     copy.deepcopy(self.tuning._pb))}
+        return dataclasses.replace(self, **{**fresh, **changes})
 
     def custom_job_spec(self) -> v1.CustomJobSpec:
         """The CustomJobSpec Vertex would run: a legacy `jobDir` becomes `--job-dir`
@@ -90,7 +144,23 @@ class JobSpec:
         return spec
 
     def custom_job(self) -> v1.CustomJob:
-        return v1.CustomJob(display_name=self.display_name, job_spec=self.custom_job_spec(), labels=self.labels)
+        job = v1.CustomJob(display_name=self.display_name, job_spec=self.custom_job_spec(), labels=self.labels)
+        if self.encryption_spec.kms_key_name:  # an unset key stays out of the body
+            job.encryption_spec = self.encryption_spec
+        return job
+
+    def tuning_job(self) -> v1.HyperparameterTuningJob | None:
+        """The HyperparameterTuningJob to send for a job with a study (`tuning`), else None:
+        its trials run `custom_job()`'s spec, with its name, labels and encryption key."""
+        if self.tuning is None:
+            return None
+        job = self.custom_job()
+        resource = v1.HyperparameterTuningJob(self.tuning)
+        resource.display_name, resource.trial_job_spec = job.display_name, job.job_spec
+        resource.labels.update(job.labels)
+        if "encryption_spec" in job:
+            resource.encryption_spec = job.encryption_spec
+        return resource
 
     # ---- loading -----------------------------------------------------------
     @classmethod
@@ -123,8 +193,9 @@ class JobSpec:
             return _from_legacy(data, display_name)
         if _has(data, "jobSpec"):
             _check_pools(data.get("jobSpec", data.get("job_spec")), "jobSpec.")
-            job = _parse(data, v1.CustomJob, "")
-            return cls(job.display_name or display_name or "job", job.job_spec, dict(job.labels))
+            job = _parse(data, v1.CustomJob, "")  # output-only fields (state, times...) parse and are ignored
+            return cls(job.display_name or display_name or "job", job.job_spec, dict(job.labels),
+                       encryption_spec=job.encryption_spec)
         if "workerPoolSpecs" in data:
             return cls(display_name or "job", _parse_spec(data, ""))
         if "worker_pool_specs" in data:
@@ -265,10 +336,11 @@ def _from_sdk(data: dict[str, Any], display_name: str | None) -> JobSpec:
     name = rest.pop("display_name", None) or display_name or "job"
     labels = rest.pop("labels", None) or {}
     base = rest.pop("base_output_dir", None)
+    key = rest.pop("encryption_spec_key_name", None) or ""
     spec = _parse_spec(rest, "")
     if base:
         spec.base_output_directory.output_uri_prefix = base
-    return JobSpec(name, spec, dict(labels))
+    return JobSpec(name, spec, dict(labels), encryption_spec=v1.EncryptionSpec(kms_key_name=key))
 
 
 def _to_sdk(job: JobSpec) -> dict[str, Any]:
@@ -279,6 +351,8 @@ def _to_sdk(job: JobSpec) -> dict[str, Any]:
         out["base_output_dir"] = base
     if job.labels:
         out["labels"] = dict(job.labels)
+    if job.encryption_spec.kms_key_name:
+        out["encryption_spec_key_name"] = job.encryption_spec.kms_key_name
     out.update(body)
     return out
 
@@ -305,10 +379,13 @@ def _camel_keys(data: Any) -> Any:
 def _from_legacy(data: dict[str, Any], display_name: str | None) -> JobSpec:
     labels = data.get("labels") or {}  # label keys are the user's own: never re-cased
     data = {_camel(k): v for k, v in data.items() if k != "labels"}
-    ti = _camel_keys(data.get("trainingInput", data))
-    if not isinstance(ti, dict):
-        raise SpecError("trainingInput", "must be a mapping")
+    # a bare trainingInput (a gcloud config.yaml) may have the jobId beside its fields
+    ti = _camel_keys(data["trainingInput"] if "trainingInput" in data else
+                     {k: v for k, v in data.items() if k != "jobId"})
     where = "trainingInput"
+    if not isinstance(ti, dict):
+        raise SpecError(where, "must be a mapping")
+    _check_legacy_fields(ti, where)
     tier = str(ti.get("scaleTier") or ("CUSTOM" if "masterType" in ti else "BASIC")).upper()
     if tier == "BASIC":
         master_type = ti.get("masterType") or "standard"
@@ -330,12 +407,59 @@ def _from_legacy(data: dict[str, Any], display_name: str | None) -> JobSpec:
         pools.append(_legacy_pool(ti, role, mtype, count, master_image, f"{where}.{role}Config"))
     while len(pools) > 1 and not pools[-1]:
         pools.pop()
-    spec = _parse_spec({"workerPoolSpecs": pools}, where)
+    spec = _parse_spec({"workerPoolSpecs": pools, **_legacy_spec_fields(ti, where)}, where)
     # a gcloud config.yaml has no jobId: make one from the file name that follows AI Platform's rules
     job_id = str(data.get("jobId") or re.sub(r"^(?![A-Za-z])", "job_", re.sub(r"\W", "_", display_name or "job")))
-    extra = {k: v for k, v in ti.items() if k not in _LEGACY_CONSUMED}
-    legacy = LegacyOptions(job_id, bool(ti.get("useChiefInTfConfig", False)), str(ti.get("jobDir") or ""), extra)
-    return JobSpec(job_id, spec, dict(labels), legacy)
+    legacy = LegacyOptions(job_id, bool(ti.get("useChiefInTfConfig", False)), str(ti.get("jobDir") or ""),
+                           *(str(ti.get(k) or "") for k in ("region", "runtimeVersion", "pythonVersion")))
+    tuning = None
+    if ti.get("hyperparameters") is not None:
+        from .tuning.params import from_legacy_hyperparameters  # imported here: the tuning package imports spec
+
+        tuning = from_legacy_hyperparameters(ti["hyperparameters"], f"{where}.hyperparameters")
+    key = str((ti.get("encryptionConfig") or {}).get("kmsKeyName") or "")
+    return JobSpec(job_id, spec, dict(labels), legacy, encryption_spec=v1.EncryptionSpec(kms_key_name=key),
+                   tuning=tuning)
+
+
+def _check_legacy_fields(ti: Any, where: str) -> None:
+    """Every key is an AI Platform field that maps to Vertex; else one SpecError naming it."""
+    _known(ti, _LEGACY_FIELDS, where)
+    _known(ti.get("scheduling"), {"maxRunningTime"}, f"{where}.scheduling")
+    _known(ti.get("encryptionConfig"), {"kmsKeyName"}, f"{where}.encryptionConfig")
+    for role in LEGACY_ROLES:
+        cfg = _known(ti.get(f"{role}Config"), _REPLICA_CONFIG_FIELDS, f"{where}.{role}Config")
+        _known(cfg.get("acceleratorConfig"), {"count", "type"}, f"{where}.{role}Config.acceleratorConfig")
+        _known(cfg.get("diskConfig"), {"bootDiskType", "bootDiskSizeGb"}, f"{where}.{role}Config.diskConfig")
+
+
+def _known(data: Any, fields: set[str], where: str) -> dict[str, Any]:
+    """`data` (None: empty) if it is a mapping of `fields`; a refused or unknown key is a SpecError."""
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise SpecError(where, "must be a mapping")
+    for key in data:
+        path = f"{where}.{key}"
+        why = next((why for name, why in _LEGACY_REFUSED.items() if path.endswith(f".{name}")), None)
+        if why:
+            raise SpecError(path, why)
+        if key not in fields:
+            raise SpecError(where, f"unknown field {key!r}")
+    return data
+
+
+def _legacy_spec_fields(ti: dict[str, Any], where: str) -> dict[str, Any]:
+    """The CustomJobSpec fields (REST JSON) a trainingInput sets beyond its pools."""
+    out = {key: ti[key] for key in ("serviceAccount", "network", "enableWebAccess") if key in ti}
+    if "maxRunningTime" in (ti.get("scheduling") or {}):
+        timeout = ti["scheduling"]["maxRunningTime"]
+        try:
+            _parse({"timeout": timeout}, v1.Scheduling, "")
+        except SpecError as exc:  # name the field the user wrote
+            raise SpecError(f"{where}.scheduling.maxRunningTime", exc.message) from None
+        out["scheduling"] = {"timeout": timeout}
+    return out
 
 
 def _count(ti: dict[str, Any], role: str, where: str) -> int:
@@ -422,9 +546,20 @@ def _to_legacy(job: JobSpec) -> dict[str, Any]:
     legacy = job.legacy or LegacyOptions(re.sub(r"\W", "_", job.display_name))
     if legacy.use_chief_in_tf_config:
         ti["useChiefInTfConfig"] = True
-    if legacy.job_dir:
-        ti["jobDir"] = legacy.job_dir
-    ti.update(legacy.extra)
+    for key, value in (("jobDir", legacy.job_dir), ("region", legacy.region),
+                       ("runtimeVersion", legacy.runtime_version), ("pythonVersion", legacy.python_version),
+                       ("serviceAccount", job.spec.service_account), ("network", job.spec.network),
+                       ("enableWebAccess", job.spec.enable_web_access)):
+        if value:
+            ti[key] = value
+    if "timeout" in job.spec.scheduling:
+        ti["scheduling"] = {"maxRunningTime": message_to_dict(job.spec.scheduling)["timeout"]}
+    if job.encryption_spec.kms_key_name:
+        ti["encryptionConfig"] = {"kmsKeyName": job.encryption_spec.kms_key_name}
+    if job.tuning is not None:
+        from .tuning.params import to_legacy_hyperparameters  # imported here: the tuning package imports spec
+
+        ti["hyperparameters"] = to_legacy_hyperparameters(job.tuning)
     out: dict[str, Any] = {"jobId": legacy.job_id, "trainingInput": ti}
     if job.labels:
         out["labels"] = dict(job.labels)

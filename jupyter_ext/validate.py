@@ -195,19 +195,27 @@ _LOG_SCALES = (_Scale.UNIT_LOG_SCALE, _Scale.UNIT_REVERSE_LOG_SCALE)
 _GOALS = (v1.StudySpec.MetricSpec.GoalType.MAXIMIZE, v1.StudySpec.MetricSpec.GoalType.MINIMIZE)
 
 
-def check_tuning(resource: v1.HyperparameterTuningJob) -> JobSpec:
-    """The trial job (validated) of a valid tuning job; raises ValidationError with every problem."""
+def check_tuning(resource: v1.HyperparameterTuningJob, local: bool = True) -> JobSpec:
+    """The trial job (validated) of a valid tuning job; raises ValidationError with every problem
+    (with `local`, also what Vertex AI runs but the local service cannot)."""
     from .tuning.trials import trial_base_job
 
-    found = tuning_problems(resource)
+    found = tuning_problems(resource, local)
     if found:
         raise ValidationError(found)
     return trial_base_job(resource)
 
 
-def tuning_problems(resource: v1.HyperparameterTuningJob) -> list[str]:
-    """Every rule the tuning job breaks, one line each naming the field."""
-    return list(_tuning_rules(resource))
+def tuning_problems(resource: v1.HyperparameterTuningJob, local: bool = True) -> list[str]:
+    """Every rule the tuning job breaks, one line each naming the field (with `local`, also what
+    Vertex AI runs but the local service cannot)."""
+    found = list(_tuning_rules(resource))
+    if local:
+        found += [f"studySpec.parameters[{i}].conditionalParameterSpecs: Vertex AI runs conditional parameters, "
+                  "the local service cannot (it would try every child in every trial); run the study on Vertex "
+                  "AI, or make the children plain parameters to tune locally"
+                  for i, param in enumerate(resource.study_spec.parameters) if param.conditional_parameter_specs]
+    return found
 
 
 def _tuning_rules(resource: v1.HyperparameterTuningJob) -> Iterator[str]:
@@ -219,7 +227,7 @@ def _tuning_rules(resource: v1.HyperparameterTuningJob) -> Iterator[str]:
     if resource.parallel_trial_count <= 0:
         yield "parallelTrialCount: required, a positive number of trials to run at once"
     if resource.max_failed_trial_count < 0:
-        yield "maxFailedTrialCount: must not be negative (0: no limit)"
+        yield "maxFailedTrialCount: must not be negative (0: Vertex AI decides; locally, no limit)"
     yield from _study_rules(resource.study_spec)
     if "trial_job_spec" not in resource or not resource.trial_job_spec.worker_pool_specs:
         yield "trialJobSpec: required, the CustomJobSpec every trial runs"
@@ -265,8 +273,6 @@ def _parameter_rules(param: v1.StudySpec.ParameterSpec, where: str, ids: set[str
     elif pid in ids:
         yield f"{where}.parameterId: {pid!r} is listed twice"
     ids.add(pid)
-    if param.conditional_parameter_specs:
-        yield f"{where}.conditionalParameterSpecs: not supported by the local service"
     kind = param._pb.WhichOneof("parameter_value_spec")
     if kind is None:
         yield (f"{where}: one of doubleValueSpec, integerValueSpec, categoricalValueSpec or "

@@ -60,6 +60,16 @@ def service(module_home: Path) -> Iterator[dict]:
     initializer.global_config.__init__()
 
 
+@pytest.fixture(scope="session")
+def ipython() -> Any:
+    """The test session's IPython shell with the workbench loaded (IPython makes one per process)."""
+    from IPython.testing.globalipapp import get_ipython, start_ipython
+
+    shell = start_ipython() or get_ipython()
+    shell.run_line_magic("load_ext", "jupyter_ext")
+    return shell
+
+
 @pytest.fixture
 def fast_sdk_polling(monkeypatch: pytest.MonkeyPatch) -> None:
     """The SDK waits 5 s between polls of a running job; tests need not."""

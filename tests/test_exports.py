@@ -112,6 +112,36 @@ def test_sdk_code_is_python_that_sets_every_field(job):
     assert "Not set by this snippet" not in text
 
 
+KEY = "projects/p/locations/europe-west4/keyRings/ring/cryptoKeys/key"
+
+
+@pytest.fixture
+def encrypted(job):
+    job.encryption_spec.kms_key_name = KEY
+    return job
+
+
+def test_gcloud_command_sets_the_encryption_key_as_a_flag(encrypted):
+    """gcloud ai custom-jobs create takes the key as --kms-key; a config file (a CustomJobSpec) cannot hold it,
+    so the suggested --config command carries it too."""
+    text = exports.gcloud_command(encrypted, "europe-west4")
+    assert f"--kms-key={KEY}" in gcloud_argv(text)
+    assert f"--display-name=four-pools --kms-key={KEY} --config=config.yaml" in text
+    assert "encryptionSpec" not in text and KEY not in exports.gcloud_config(encrypted)
+
+
+def test_sdk_code_passes_the_encryption_key_to_the_job(encrypted):
+    text = exports.sdk_code(encrypted, "europe-west4")
+    compile(text, "snippet.py", "exec")
+    assert f"encryption_spec_key_name={KEY!r}" in text and "Not set by this snippet" not in text
+
+
+def test_rest_body_and_legacy_carry_the_encryption_key(encrypted):
+    assert json.loads(exports.rest_body(encrypted))["encryptionSpec"] == {"kmsKeyName": KEY}
+    assert json.loads(exports.legacy_training_input(encrypted))["trainingInput"]["encryptionConfig"] == {
+        "kmsKeyName": KEY}
+
+
 def test_gcloud_config_loads_back_to_the_same_job(job):
     text = exports.gcloud_config(job)
     assert text == job.dump("gcloud", as_yaml=True)

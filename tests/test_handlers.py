@@ -1,11 +1,17 @@
 """The server extension's routes through a real jupyter_server (pytest-jupyter's `jp_fetch`),
-against real local jobs run by the local service."""
+against real local jobs run by the local service, and Vertex AI's job list served by a slow
+stand-in (a tiny HTTP server answering the REST calls the real job client makes)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
+from urllib.parse import parse_qs, urlparse
 
 import pytest
 from pytest_jupyter.jupyter_server import *  # noqa: F403  server fixtures for this module only (conftest_jupyter.py)
@@ -13,6 +19,7 @@ from tornado.httpclient import HTTPClientError
 
 from conftest import ROOT, async_wait_for, job_status, pool
 from jupyter_ext import launch
+from jupyter_ext.handlers import VERTEX_PAGE_SIZE
 
 pytest_plugins = ("conftest_jupyter",)
 
@@ -31,7 +38,7 @@ def _workbench_home(module_home: Path) -> Path:  # one local service for the who
 
 
 @pytest.fixture(scope="module")
-def finished_job(module_home: Path) -> launch.JobHandle:
+def finished_job(module_home: Path) -> launch.Handle:
     """A 3-replica job (chief and two workers) that ran to the end."""
     handle = launch.submit({"displayName": "handlers-3", "jobSpec": {"workerPoolSpecs": [
         pool(1, code=TRAINER), pool(2, code=TRAINER)]}})
@@ -39,11 +46,109 @@ def finished_job(module_home: Path) -> launch.JobHandle:
     return handle
 
 
+PROJECT, REGION = "stand-in-project", "europe-west4"
+
+
+class VertexStandIn(ThreadingHTTPServer):
+    """Vertex AI's customJobs list and get, `delay` seconds slow, on 127.0.0.1. It ignores
+    authentication, answers pages of `pageSize` newest first with `nextPageToken`, and counts
+    the list requests and the most that were in flight at once."""
+
+    daemon_threads = True
+
+    def __init__(self, jobs: list[dict[str, Any]]) -> None:
+        super().__init__(("127.0.0.1", 0), _StandInRequest)
+        self.jobs = jobs
+        self.delay = 0.0
+        self.lists: list[dict[str, list[str]]] = []  # each list request's query
+        self.answered = 0
+        self.in_flight = self.most_in_flight = 0
+        self.lock = threading.Lock()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def list_page(self, query: dict[str, list[str]]) -> dict[str, Any]:
+        with self.lock:
+            self.lists.append(query)
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        time.sleep(self.delay)
+        start = int(query.get("pageToken", ["0"])[0])
+        size = int(query.get("pageSize", ["0"])[0]) or len(self.jobs)
+        page: dict[str, Any] = {"customJobs": self.jobs[start:start + size]}
+        if start + size < len(self.jobs):
+            page["nextPageToken"] = str(start + size)
+        with self.lock:
+            self.in_flight -= 1
+            self.answered += 1
+        return page
+
+
+class _StandInRequest(BaseHTTPRequestHandler):
+    server: VertexStandIn
+
+    def do_GET(self) -> None:  # noqa: N802  (http.server's name)
+        url = urlparse(self.path)
+        collection = f"/v1/projects/{PROJECT}/locations/{REGION}/customJobs"
+        if url.path == collection:
+            self._answer(200, self.server.list_page(parse_qs(url.query)))
+            return
+        job = next((j for j in self.server.jobs if f"/v1/{j['name']}" == url.path), None)
+        if job is None:
+            self._answer(404, {"error": {"code": 404, "message": f"{url.path} not found", "status": "NOT_FOUND"}})
+        else:
+            self._answer(200, job)
+
+    def _answer(self, code: int, body: dict[str, Any]) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def vertex_job(n: int, pools: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The stand-in's job number n (0 is the newest), as the REST API answers it."""
+    return {"name": f"projects/{PROJECT}/locations/{REGION}/customJobs/{9000 + n}", "displayName": f"vertex-{n}",
+            "state": "JOB_STATE_SUCCEEDED", "createTime": f"2024-01-01T{23 - n // 60:02d}:{59 - n % 60:02d}:00Z",
+            "jobSpec": {"workerPoolSpecs": pools or [pool(1)]}}
+
+
+@pytest.fixture
+def stand_in(monkeypatch: pytest.MonkeyPatch) -> Iterator[VertexStandIn]:
+    """70 jobs on Vertex AI's stand-in; the server's Vertex AI is it (see jp_server_config). Without the
+    SDK's credentials the job client asks for application-default ones: anonymous here."""
+    import google.auth
+    from google.auth.credentials import AnonymousCredentials
+
+    monkeypatch.setattr(google.auth, "default", lambda *args, **kwargs: (AnonymousCredentials(), PROJECT))
+    server = VertexStandIn([vertex_job(n) for n in range(70)])
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+    thread.join()
+
+
 @pytest.fixture
 def jp_server_config(request: pytest.FixtureRequest) -> dict[str, Any]:
     """The server with the extension on (the handlers module is an extension of its own; the installed
-    config enables the package), plus a test's own settings through indirect parametrization."""
-    return {"ServerApp": {"jpserver_extensions": {"jupyter_ext.handlers": True}}, **getattr(request, "param", {})}
+    config enables the package); Vertex AI is the stand-in when a test uses it; plus a test's own
+    settings through indirect parametrization."""
+    config: dict[str, Any] = {"ServerApp": {"jpserver_extensions": {"jupyter_ext.handlers": True}}}
+    if "stand_in" in request.fixturenames:
+        config["VertexTrain"] = {"project": PROJECT, "region": REGION,
+                                 "endpoint": request.getfixturevalue("stand_in").endpoint}
+    for section, traits in getattr(request, "param", {}).items():
+        config[section] = {**config.get(section, {}), **traits}
+    return config
 
 
 async def _json(jp_fetch: Any, *parts: str, **kwargs: Any) -> Any:
@@ -61,7 +166,7 @@ async def _error(jp_fetch: Any, *parts: str, **kwargs: Any) -> tuple[int, dict[s
 
 
 async def test_list_shows_each_local_job_with_state_replicas_and_times(jp_fetch: Any,
-                                                                       finished_job: launch.JobHandle) -> None:
+                                                                       finished_job: launch.Handle) -> None:
     body = await _json(jp_fetch, "jobs")
     assert body["errors"] == [] and [s["source"] for s in body["sources"]] == ["local"]
     (row,) = [j for j in body["jobs"] if j["id"] == finished_job.id]
@@ -72,7 +177,7 @@ async def test_list_shows_each_local_job_with_state_replicas_and_times(jp_fetch:
 
 
 async def test_detail_is_the_custom_job_and_every_replica_tf_config(jp_fetch: Any, module_home: Path,
-                                                                    finished_job: launch.JobHandle) -> None:
+                                                                    finished_job: launch.Handle) -> None:
     body = await _json(jp_fetch, "jobs", finished_job.id)
     assert body["job"]["name"] == finished_job.name and body["job"]["displayName"] == "handlers-3"
     assert len(body["job"]["jobSpec"]["workerPoolSpecs"]) == 2
@@ -92,7 +197,14 @@ async def test_detail_is_the_custom_job_and_every_replica_tf_config(jp_fetch: An
     assert [r["address"] for r in replicas] == [r["address"] for r in status["replicas"]]
 
 
-async def test_logs_page_by_page_with_the_cursor_until_done(jp_fetch: Any, finished_job: launch.JobHandle) -> None:
+async def test_detail_has_every_replica_pytorch_variables(jp_fetch: Any, finished_job: launch.Handle) -> None:
+    replicas = (await _json(jp_fetch, "jobs", finished_job.id))["replicas"]
+    primary_host, primary_port = replicas[0]["address"].rsplit(":", 1)
+    assert [(r["MASTER_ADDR"], r["MASTER_PORT"]) for r in replicas] == [(primary_host, primary_port)] * 3
+    assert [(r["RANK"], r["WORLD_SIZE"]) for r in replicas] == [("0", "3"), ("1", "3"), ("2", "3")]
+
+
+async def test_logs_page_by_page_with_the_cursor_until_done(jp_fetch: Any, finished_job: launch.Handle) -> None:
     seen: list[dict[str, Any]] = []
     cursor, pages = "", 0
     while True:
@@ -115,7 +227,7 @@ async def test_logs_page_by_page_with_the_cursor_until_done(jp_fetch: Any, finis
     assert again["entries"] == [] and again["done"] and again["state"] == "JOB_STATE_SUCCEEDED"
 
 
-async def test_logs_of_one_replica(jp_fetch: Any, finished_job: launch.JobHandle) -> None:
+async def test_logs_of_one_replica(jp_fetch: Any, finished_job: launch.Handle) -> None:
     page = await _json(jp_fetch, "jobs", finished_job.id, "logs", params={"replica": "workerpool1-1"})
     assert [e["text"] for e in page["entries"]] == [f"line {n} from worker-1" for n in range(LINES)]
     assert page["done"]
@@ -126,7 +238,7 @@ async def test_logs_of_one_replica(jp_fetch: Any, finished_job: launch.JobHandle
     ({"replica": 'x" OR resource.type="ml_job'}, "replica"),
     ({"limit": "0"}, "limit"),
 ])
-async def test_bad_log_parameters_are_400(jp_fetch: Any, finished_job: launch.JobHandle, params: dict[str, str],
+async def test_bad_log_parameters_are_400(jp_fetch: Any, finished_job: launch.Handle, params: dict[str, str],
                                           field: str) -> None:
     code, body = await _error(jp_fetch, "jobs", finished_job.id, "logs", params=params)
     assert code == 400 and body["message"].startswith(f"{field}:")
@@ -184,7 +296,7 @@ async def test_vertex_source_without_a_project_is_400(jp_fetch: Any, monkeypatch
 @pytest.mark.parametrize("jp_server_config", [
     {"VertexTrain": {"project": "my-project", "region": "europe-west4", "vertex_timeout": 15}}],
     indirect=True, ids=["vertex-configured"])
-async def test_a_failing_vertex_listing_is_reported_not_a_500(jp_fetch: Any, finished_job: launch.JobHandle,
+async def test_a_failing_vertex_listing_is_reported_not_a_500(jp_fetch: Any, finished_job: launch.Handle,
                                                               monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     # no credentials here: listing Vertex AI fails, as it does for a user without application default credentials
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(tmp_path / "no-such-credentials.json"))
@@ -212,3 +324,76 @@ def test_the_installed_config_enables_the_server_extension() -> None:
     package_json = json.loads((ROOT / "labextension" / "package.json").read_text())
     assert package_json["name"] == "jupyter-vertex-train"
     assert package_json["jupyterlab"]["outputDir"] == "../jupyter_ext/labextension"
+
+
+# ---- Vertex AI's list, through its stand-in ---------------------------------------------
+
+def _vertex_rows(body: dict[str, Any]) -> list[str]:
+    return [j["display_name"] for j in body["jobs"] if j["source"] == "vertex"]
+
+
+@pytest.mark.parametrize("jp_server_config", [{"VertexTrain": {"vertex_cache": 3}}], indirect=True,
+                         ids=["vertex_cache=3"])
+async def test_parallel_refreshes_share_one_vertex_call_and_its_answer_is_reused(
+        jp_fetch: Any, stand_in: VertexStandIn) -> None:
+    stand_in.delay = 2
+    bodies = await asyncio.gather(*(_json(jp_fetch, "jobs") for _ in range(10)))
+    assert len(stand_in.lists) == 1 and stand_in.most_in_flight == 1
+    assert all(b["errors"] == [] and len(_vertex_rows(b)) == VERTEX_PAGE_SIZE for b in bodies)
+    started = time.monotonic()
+    await _json(jp_fetch, "jobs")  # within vertex_cache: the same answer, at once
+    assert len(stand_in.lists) == 1 and time.monotonic() - started < 1.5
+    await asyncio.sleep(3)
+    again = await _json(jp_fetch, "jobs")  # past vertex_cache: listed again
+    assert len(stand_in.lists) == 2 and len(_vertex_rows(again)) == VERTEX_PAGE_SIZE
+
+
+@pytest.mark.parametrize("jp_server_config", [{"VertexTrain": {"vertex_timeout": 0.5}}], indirect=True,
+                         ids=["vertex_timeout=0.5"])
+async def test_a_slow_vertex_is_an_error_entry_and_its_answer_comes_later(
+        jp_fetch: Any, stand_in: VertexStandIn, finished_job: launch.Handle) -> None:
+    stand_in.delay = 3
+    for _ in range(2):  # the second request awaits the same call: no second one
+        started = time.monotonic()
+        body = await _json(jp_fetch, "jobs")
+        assert time.monotonic() - started < 2
+        (error,) = body["errors"]
+        assert error["source"] == "vertex" and "Vertex AI is slow" in error["message"]
+        assert finished_job.id in [j["id"] for j in body["jobs"]] and _vertex_rows(body) == []
+        assert body["sources"][1]["next_page_token"] == ""
+    deadline = time.monotonic() + 15
+    while body["errors"]:  # the call went on: once it ends, its answer is listed
+        assert time.monotonic() < deadline, body["errors"]
+        await asyncio.sleep(0.2)
+        body = await _json(jp_fetch, "jobs")
+    assert len(_vertex_rows(body)) == VERTEX_PAGE_SIZE and finished_job.id in [j["id"] for j in body["jobs"]]
+    assert len(stand_in.lists) == 1 and stand_in.most_in_flight == 1
+
+
+async def test_vertex_jobs_come_a_page_at_a_time(jp_fetch: Any, stand_in: VertexStandIn) -> None:
+    body = await _json(jp_fetch, "jobs")
+    assert _vertex_rows(body) == [f"vertex-{n}" for n in range(VERTEX_PAGE_SIZE)]  # newest first
+    assert stand_in.lists[0]["pageSize"] == [str(VERTEX_PAGE_SIZE)]
+    vertex = body["sources"][1]
+    assert vertex["parent"] == f"projects/{PROJECT}/locations/{REGION}" and vertex["next_page_token"]
+    row = next(j for j in body["jobs"] if j["display_name"] == "vertex-0")
+    assert row["id"] == "9000" and row["replicas"] == 1 and row["console_url"].startswith("https://console.")
+    page = await _json(jp_fetch, "jobs", params={"source": "vertex", "page_token": vertex["next_page_token"]})
+    assert [j["display_name"] for j in page["jobs"]] == [f"vertex-{n}" for n in range(VERTEX_PAGE_SIZE, 70)]
+    assert page["next_page_token"] == "" and {j["source"] for j in page["jobs"]} == {"vertex"}
+    assert len(stand_in.lists) == 2
+    code, error = await _error(jp_fetch, "jobs", params={"page_token": "50"})
+    assert code == 400 and error["message"].startswith("page_token:")
+
+
+async def test_vertex_job_detail_has_null_ranks_outside_the_training_cluster(
+        jp_fetch: Any, stand_in: VertexStandIn) -> None:
+    stand_in.jobs.append(vertex_job(99, [pool(1), pool(2), {}, pool(1)]))  # an evaluator in pool 3
+    body = await _json(jp_fetch, "jobs", "9099", params={"source": "vertex"})
+    assert body["address_style"] == "cloud" and body["summary"]["source"] == "vertex"
+    replicas = {r["task_name"]: r for r in body["replicas"]}
+    assert [(r["RANK"], r["WORLD_SIZE"]) for r in replicas.values()] == [("0", "3"), ("1", "3"), ("2", "3"),
+                                                                        (None, None)]
+    primary = replicas["workerpool0-0"]["address"]
+    assert replicas["workerpool3-0"]["MASTER_ADDR"] == primary.rsplit(":", 1)[0]
+    assert {r["MASTER_PORT"] for r in replicas.values()} == {"2222"}

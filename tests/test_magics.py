@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 from IPython.core.error import UsageError
-from IPython.testing.globalipapp import start_ipython
 from IPython.utils.capture import capture_output
 
 
@@ -23,10 +22,8 @@ def _workbench_home(module_home: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def ip(module_home: Path):  # type: ignore[no-untyped-def]
-    shell = start_ipython()
-    shell.run_line_magic("load_ext", "jupyter_ext")
-    return shell
+def ip(module_home: Path, ipython):  # type: ignore[no-untyped-def]
+    return ipython
 
 
 def _magics(ip) -> object:  # type: ignore[no-untyped-def]

@@ -1,5 +1,6 @@
 """JobSpec: every accepted format loads (JSON and YAML), dumps, and loads back the same;
-legacy AI Platform trainingInput maps onto worker pools; bad input is one SpecError line."""
+every field the user gave reaches the request; legacy AI Platform trainingInput maps onto
+worker pools and the Vertex fields that mean the same; bad input is one SpecError line."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from google.cloud.aiplatform_v1 import types as v1
 
 from conftest import legacy_job, pool
 from jupyter_ext.errors import SpecError, WorkbenchError
@@ -93,7 +95,7 @@ def test_legacy_training_input_config(suffix):
         ["--train-steps", "1000", "--job-dir", "gs://bucket/census"]] * 4
     assert job.legacy.use_chief_in_tf_config is True
     assert job.legacy.job_dir == "gs://bucket/census"
-    assert job.legacy.extra == {"region": "us-central1"}
+    assert job.legacy.region == "us-central1"
 
 
 @pytest.mark.parametrize("fmt,stem", ALL_SAMPLES)
@@ -179,6 +181,219 @@ def test_legacy_job_dumped_for_vertex_carries_job_dir():
     vertex = JobSpec.load(job.dump("rest"))
     assert vertex.legacy is None
     assert vertex.spec == job.custom_job_spec()
+
+
+# ---- every field the user gave reaches the request ------------------------------------------------------
+
+KEY = "projects/p/locations/europe-west4/keyRings/ring/cryptoKeys/key"
+SA = "trainer@p.iam.gserviceaccount.com"
+NETWORK = "projects/123/global/networks/vpc"
+FULL_BODY = {
+    "displayName": "every-field",
+    "labels": {"team": "vision"},
+    "encryptionSpec": {"kmsKeyName": KEY},
+    "jobSpec": {
+        "workerPoolSpecs": [pool(), pool(replicas=2)],
+        "serviceAccount": SA,
+        "network": NETWORK,
+        "scheduling": {"timeout": "7200s", "restartJobOnWorkerRestart": True, "strategy": "SPOT"},
+    },
+}
+
+
+def full_job_message() -> v1.CustomJob:
+    """FULL_BODY written by hand as the v1 message."""
+    def one_pool(replicas):
+        return v1.WorkerPoolSpec(machine_spec=v1.MachineSpec(machine_type="n1-standard-4"), replica_count=replicas,
+                                 container_spec=v1.ContainerSpec(image_uri="gcr.io/p/trainer:1"))
+    return v1.CustomJob(
+        display_name="every-field", labels={"team": "vision"}, encryption_spec=v1.EncryptionSpec(kms_key_name=KEY),
+        job_spec=v1.CustomJobSpec(
+            worker_pool_specs=[one_pool(1), one_pool(2)], service_account=SA, network=NETWORK,
+            scheduling=v1.Scheduling(timeout={"seconds": 7200}, restart_job_on_worker_restart=True,
+                                     strategy=v1.Scheduling.Strategy.SPOT)))
+
+
+def test_every_custom_job_field_reaches_the_request():
+    job = JobSpec.load(FULL_BODY)
+    assert job.encryption_spec.kms_key_name == KEY
+    assert job.custom_job() == full_job_message()
+    assert job.to_dict("rest") == FULL_BODY | {"jobSpec": {**FULL_BODY["jobSpec"], "workerPoolSpecs": [
+        dict(p, replicaCount=str(p["replicaCount"])) for p in FULL_BODY["jobSpec"]["workerPoolSpecs"]]}}
+
+
+@pytest.mark.parametrize("fmt", ["rest", "sdk"])
+def test_every_custom_job_field_round_trips(fmt):
+    job = JobSpec.load(FULL_BODY)
+    assert JobSpec.load(job.dump(fmt)) == job
+    assert JobSpec.load(job.dump(fmt, as_yaml=True)).custom_job() == full_job_message()
+
+
+def test_sdk_form_takes_the_encryption_key_as_the_sdk_does():
+    sdk = JobSpec.load(FULL_BODY).to_dict("sdk")
+    assert sdk["encryption_spec_key_name"] == KEY  # as aiplatform.CustomJob(encryption_spec_key_name=...) takes it
+    assert (sdk["service_account"], sdk["network"]) == (SA, NETWORK)
+    assert JobSpec.load(sdk).custom_job() == full_job_message()
+
+
+def test_gcloud_config_holds_the_spec_but_not_the_custom_job_fields():
+    """A gcloud config is a CustomJobSpec: labels and the key are flags (see test_exports)."""
+    job = JobSpec.load(FULL_BODY)
+    config = job.to_dict("gcloud")
+    assert "encryptionSpec" not in config and "labels" not in config
+    back = JobSpec.load(job.dump("gcloud", as_yaml=True), display_name="every-field")
+    assert back.spec == job.spec == full_job_message().job_spec
+
+
+def test_a_custom_job_as_the_api_returns_it_loads_ignoring_output_only_fields():
+    returned = dict(FULL_BODY, name="projects/123/locations/europe-west4/customJobs/456", state="JOB_STATE_FAILED",
+                    createTime="2024-05-01T10:00:00Z", startTime="2024-05-01T10:01:00Z",
+                    endTime="2024-05-01T10:09:00Z", updateTime="2024-05-01T10:09:00Z",
+                    error={"code": 3, "message": "replica workerpool0-0 exited with a non-zero status"},
+                    webAccessUris={"workerpool0-0": "https://example.notebooks.googleusercontent.com"},
+                    satisfiesPzs=False, satisfiesPzi=False)
+    job = JobSpec.load(returned)
+    assert job == JobSpec.load(FULL_BODY)
+    assert job.custom_job() == full_job_message()
+    assert JobSpec.load(v1.CustomJob.from_json(json.dumps(returned))) == job  # the message the SDK returns, too
+
+
+def test_a_job_without_a_key_sends_none():
+    job = JobSpec.load({"displayName": "x", "jobSpec": {"workerPoolSpecs": [pool()]}})
+    assert "encryption_spec" not in job.custom_job()
+    assert "encryptionSpec" not in job.to_dict("rest") and "encryption_spec_key_name" not in job.to_dict("sdk")
+
+
+# ---- legacy trainingInput fields with a Vertex equivalent ----------------------------------------------
+
+LEGACY_HYPERPARAMETERS = {
+    "goal": "MINIMIZE", "hyperparameterMetricTag": "val_loss", "maxTrials": 12, "maxParallelTrials": 3,
+    "maxFailedTrials": 2, "algorithm": "RANDOM_SEARCH",
+    "params": [
+        {"parameterName": "lr", "type": "DOUBLE", "minValue": 0.0001, "maxValue": 0.1, "scaleType": "UNIT_LOG_SCALE"},
+        {"parameterName": "units", "type": "INTEGER", "minValue": 16, "maxValue": 128},
+        {"parameterName": "optimizer", "type": "CATEGORICAL", "categoricalValues": ["adam", "sgd"]},
+        {"parameterName": "batch", "type": "DISCRETE", "discreteValues": [32, 64, 128],
+         "scaleType": "UNIT_LINEAR_SCALE"},
+    ]}
+LEGACY_FIELDS = {"workerCount": 1, "region": "europe-west4", "serviceAccount": SA, "network": NETWORK,
+                 "enableWebAccess": True, "scheduling": {"maxRunningTime": "7200s"},
+                 "encryptionConfig": {"kmsKeyName": KEY}, "hyperparameters": LEGACY_HYPERPARAMETERS}
+
+
+def test_legacy_fields_map_to_their_vertex_equivalents():
+    job = legacy_job(**LEGACY_FIELDS)
+    trainer = v1.ContainerSpec(image_uri="gcr.io/p/trainer:1")
+    standard = v1.MachineSpec(machine_type="n1-standard-4")
+    assert job.custom_job() == v1.CustomJob(
+        display_name="census", encryption_spec=v1.EncryptionSpec(kms_key_name=KEY),
+        job_spec=v1.CustomJobSpec(
+            worker_pool_specs=[v1.WorkerPoolSpec(machine_spec=standard, replica_count=n, container_spec=trainer)
+                               for n in (1, 1)],
+            service_account=SA, network=NETWORK, enable_web_access=True,
+            scheduling=v1.Scheduling(timeout={"seconds": 7200})))
+    assert job.legacy.region == "europe-west4"  # where the job runs: the default region on submit
+    param = v1.StudySpec.ParameterSpec
+    assert job.tuning == v1.HyperparameterTuningJob(
+        study_spec=v1.StudySpec(
+            metrics=[v1.StudySpec.MetricSpec(metric_id="val_loss", goal="MINIMIZE")],
+            parameters=[
+                param(parameter_id="lr", double_value_spec={"min_value": 0.0001, "max_value": 0.1},
+                      scale_type="UNIT_LOG_SCALE"),
+                param(parameter_id="units", integer_value_spec={"min_value": 16, "max_value": 128}),
+                param(parameter_id="optimizer", categorical_value_spec={"values": ["adam", "sgd"]}),
+                param(parameter_id="batch", discrete_value_spec={"values": [32, 64, 128]},
+                      scale_type="UNIT_LINEAR_SCALE")],
+            algorithm="RANDOM_SEARCH"),
+        max_trial_count=12, parallel_trial_count=3, max_failed_trial_count=2)
+
+
+def test_legacy_tuning_job_runs_the_job_as_its_trials():
+    job = legacy_job(**LEGACY_FIELDS)
+    resource = job.tuning_job()
+    custom = job.custom_job()
+    assert (resource.display_name, resource.trial_job_spec, resource.encryption_spec) == (
+        custom.display_name, custom.job_spec, custom.encryption_spec)
+    assert (resource.study_spec, resource.max_trial_count) == (job.tuning.study_spec, 12)
+    assert legacy_job().tuning is None and legacy_job().tuning_job() is None
+
+
+def test_legacy_fields_round_trip():
+    job = legacy_job(**LEGACY_FIELDS)
+    ti = job.to_dict("legacy")["trainingInput"]
+    for key, value in LEGACY_FIELDS.items():
+        if key != "workerCount":
+            assert ti[key] == value, key
+    assert JobSpec.from_dict(job.to_dict("legacy")) == job
+    assert JobSpec.load(job.dump("legacy", as_yaml=True)) == job
+
+
+def test_legacy_hyperparameter_defaults_are_ai_platforms():
+    job = legacy_job(hyperparameters={"params": [{"parameterName": "lr", "type": "DOUBLE", "minValue": 0.1,
+                                                  "maxValue": 1}]})
+    metric = job.tuning.study_spec.metrics[0]
+    assert (metric.metric_id, metric.goal.name) == ("training/hptuning/metric", "MAXIMIZE")
+    assert (job.tuning.max_trial_count, job.tuning.parallel_trial_count, job.tuning.max_failed_trial_count) == (1, 1, 0)
+    assert job.tuning.study_spec.algorithm == v1.StudySpec.Algorithm.ALGORITHM_UNSPECIFIED
+
+
+def test_a_vertex_job_dumps_its_fields_to_legacy():
+    ti = JobSpec.load(FULL_BODY).to_dict("legacy")["trainingInput"]
+    assert (ti["serviceAccount"], ti["network"], ti["encryptionConfig"], ti["scheduling"]) == (
+        SA, NETWORK, {"kmsKeyName": KEY}, {"maxRunningTime": "7200s"})
+
+
+@pytest.mark.parametrize("fields,error", [
+    ({"scheduling": {"maxWaitTime": "3600s"}}, "trainingInput.scheduling.maxWaitTime: "),
+    ({"scheduling": {"priority": 5}}, "trainingInput.scheduling.priority: "),
+    ({"scheduling": {"maxRunningTime": "2h"}}, "trainingInput.scheduling.maxRunningTime: "),
+    ({"masterConfig": {"imageUri": "gcr.io/p/i", "tpuTfVersion": "2.11"}}, "trainingInput.masterConfig.tpuTfVersion: "),
+    ({"masterConfig": {"imageUri": "gcr.io/p/i", "image": "x"}}, "trainingInput.masterConfig: unknown field 'image'"),
+    ({"workerCount": 1, "workerConfig": {"diskConfig": {"bootDiskSizeGb": 100, "localSsds": 1}}},
+     "trainingInput.workerConfig.diskConfig: unknown field 'localSsds'"),
+    ({"encryptionConfig": {"key": KEY}}, "trainingInput.encryptionConfig: unknown field 'key'"),
+    ({"maxRunningTime": "7200s"}, "trainingInput: unknown field 'maxRunningTime'"),
+    ({"hyperparameters": dict(LEGACY_HYPERPARAMETERS, resumePreviousJobId="old_job")},
+     "trainingInput.hyperparameters.resumePreviousJobId: "),
+    ({"hyperparameters": dict(LEGACY_HYPERPARAMETERS, enableTrialEarlyStopping=True)},
+     "trainingInput.hyperparameters.enableTrialEarlyStopping: "),
+    ({"hyperparameters": dict(LEGACY_HYPERPARAMETERS, maxTrails=3)},
+     "trainingInput.hyperparameters: unknown field 'maxTrails'"),
+    ({"hyperparameters": dict(LEGACY_HYPERPARAMETERS, goal="BIGGER")}, "trainingInput.hyperparameters.goal: "),
+    ({"hyperparameters": dict(LEGACY_HYPERPARAMETERS, params=[])}, "trainingInput.hyperparameters.params: "),
+    ({"hyperparameters": {"params": [{"parameterName": "x", "type": "FLOAT", "minValue": 0, "maxValue": 1}]}},
+     "trainingInput.hyperparameters.params[0].type: invalid value 'FLOAT' (valid: DOUBLE, INTEGER, CATEGORICAL"),
+    ({"hyperparameters": {"params": [{"parameterName": "x", "type": "INTEGER", "minValue": 0.5, "maxValue": 4}]}},
+     "trainingInput.hyperparameters.params[0].minValue: not a whole number: 0.5"),
+    ({"hyperparameters": {"params": [{"parameterName": "x", "type": "DOUBLE", "minValue": 0, "maxValue": 1,
+                                      "categoricalValues": ["a"]}]}},
+     "trainingInput.hyperparameters.params[0].categoricalValues: not used by a DOUBLE parameter"),
+    ({"hyperparameters": {"params": [{"type": "CATEGORICAL", "categoricalValues": ["a"]}]}},
+     "trainingInput.hyperparameters.params[0].parameterName: required"),
+])
+def test_legacy_fields_without_a_vertex_equivalent_are_one_line_naming_the_field(fields, error):
+    with pytest.raises(SpecError) as err:
+        legacy_job(**fields)
+    text = str(err.value)
+    assert text.startswith(error), text
+    assert "\n" not in text
+
+
+def test_early_stopping_off_is_the_default_and_accepted():
+    job = legacy_job(hyperparameters=dict(LEGACY_HYPERPARAMETERS, enableTrialEarlyStopping=False))
+    assert job.tuning == legacy_job(hyperparameters=LEGACY_HYPERPARAMETERS).tuning
+
+
+def test_a_study_ai_platform_cannot_hold_is_one_line_when_dumped_to_legacy():
+    job = legacy_job(hyperparameters=LEGACY_HYPERPARAMETERS)
+    job.tuning.study_spec.metrics.append(v1.StudySpec.MetricSpec(metric_id="accuracy", goal="MAXIMIZE"))
+    with pytest.raises(SpecError, match=r"^studySpec\.metrics: AI Platform's hyperparameters cannot hold it"):
+        job.to_dict("legacy")
+
+
+def test_a_bare_training_input_may_carry_its_job_id():
+    job = JobSpec.from_dict({"jobId": "census_2", "scaleTier": "BASIC", "masterConfig": {"imageUri": "gcr.io/p/i"}})
+    assert job.legacy.job_id == "census_2"
 
 
 # ---- legacy AI Platform mapping ------------------------------------------------------------------------

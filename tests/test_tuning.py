@@ -102,7 +102,7 @@ def test_counts_metrics_and_the_trial_job_are_checked() -> None:
                                                   max_failed_trial_count=-1))
     assert "maxTrialCount: required, a positive number of trials" in problems
     assert "parallelTrialCount: required, a positive number of trials to run at once" in problems
-    assert "maxFailedTrialCount: must not be negative (0: no limit)" in problems
+    assert "maxFailedTrialCount: must not be negative (0: Vertex AI decides; locally, no limit)" in problems
     assert any(p.startswith("studySpec.metrics: at least one metric is required") for p in problems)
     assert any(p.startswith("trialJobSpec.workerPoolSpecs[0].replicaCount:") for p in problems)
     with pytest.raises(ValidationError):

@@ -93,6 +93,32 @@ def test_selected_replica_shows_cluster_spec_and_tf_config(tmp_path):
     assert env_json(replica, "TF_CONFIG") == json.dumps(tf_config, indent=2)
 
 
+def test_selected_replica_shows_its_pytorch_variables(tmp_path):
+    inspector = ClusterInspector(four_pool_job(tmp_path), style="docker")
+    inspector.replica_picker.value = "workerpool1-0"
+    html = inspector.env_html.value
+    assert "PyTorch variables of workerpool1-0" in html
+    assert html.index("TF_CONFIG of workerpool1-0") < html.index("PyTorch variables of workerpool1-0")
+    for line in ("MASTER_ADDR=workerpool0-0", "MASTER_PORT=2222", "WORLD_SIZE=4", "RANK=1"):
+        assert line in html
+    assert "no RANK" not in html
+    inspector.replica_picker.value = "workerpool3-1"  # an evaluator: outside the training cluster
+    html = inspector.env_html.value
+    assert "MASTER_ADDR=workerpool0-0" in html and "RANK=" not in html and "WORLD_SIZE=" not in html
+    assert "no RANK or WORLD_SIZE: evaluator replicas are not in the training cluster" in html
+
+
+def test_a_reduction_server_replica_has_no_rank():
+    layout = PoolConfigurator(spec={"workerPoolSpecs": [pool(1), pool(2)]})
+    layout.cards[2].mode.value = "reduction_server"
+    inspector = ClusterInspector(layout)
+    inspector.replica_picker.value = "workerpool2-0"
+    html = inspector.env_html.value
+    assert "no RANK or WORLD_SIZE: reduction server replicas are not in the training cluster" in html
+    inspector.replica_picker.value = "workerpool1-1"
+    assert "WORLD_SIZE=3" in inspector.env_html.value and "RANK=2" in inspector.env_html.value
+
+
 def test_trial_and_address_style(tmp_path):
     inspector = ClusterInspector(four_pool_job(tmp_path))
     inspector.trial_text.value = "3"

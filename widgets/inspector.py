@@ -1,4 +1,5 @@
-"""See what every replica of a job gets: address, TF_CONFIG task, CLUSTER_SPEC, TF_CONFIG.
+"""See what every replica of a job gets: address, TF_CONFIG task, CLUSTER_SPEC, TF_CONFIG and
+the PyTorch variables (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK).
 
 Everything comes from `cluster.replicas`, the function the runner and `vtrain
 inspect` use, so the inspector shows exactly what a replica will read.
@@ -26,8 +27,8 @@ _COLUMN_TITLES = ["task name", "role", "index", "address", "TF_CONFIG task"]
 
 class ClusterInspector(_html.StaticRepr, VBox):
     """Replicas of a job (anything `JobSpec.load` accepts, or a `PoolConfigurator`,
-    whose changes it follows), the selected replica's CLUSTER_SPEC and TF_CONFIG,
-    and a picture of the cluster."""
+    whose changes it follows), the selected replica's CLUSTER_SPEC, TF_CONFIG and
+    PyTorch variables, and a picture of the cluster."""
 
     job = Instance(JobSpec, allow_none=True, help="the job shown")
     legacy = Bool(None, allow_none=True, help="AI Platform naming (master) if True, Vertex (chief) if False; "
@@ -146,9 +147,10 @@ class ClusterInspector(_html.StaticRepr, VBox):
             tf_config_html = _html.note(f"not set ({why})")
         else:
             tf_config_html = _html.pre(tf_config, max_height="420px")
+        pytorch_html = _html.heading(f"PyTorch variables of {replica.task_name}") + _pytorch_html(replica)
         return _html.side_by_side((f"CLUSTER_SPEC of {replica.task_name}",
                                    _html.pre(env_json(replica, "CLUSTER_SPEC"), max_height="420px")),
-                                  (f"TF_CONFIG of {replica.task_name}", tf_config_html))
+                                  (f"TF_CONFIG of {replica.task_name}", tf_config_html + pytorch_html))
 
     def to_html(self) -> str:
         mode = "AI Platform (legacy)" if self.effective_legacy else "Vertex AI"
@@ -161,3 +163,14 @@ class ClusterInspector(_html.StaticRepr, VBox):
         if not self._replicas:
             return self._error or "no replicas"
         return self.table.to_string(index=False)
+
+
+def _pytorch_html(replica: cluster.Replica) -> str:
+    """`NAME=value` lines of the replica's PyTorch variables; a replica outside the training
+    cluster (an evaluator, a Reduction Server replica) has no rank, and the note says why."""
+    lines = "\n".join(f"{name}={replica.env[name]}" for name in cluster.PYTORCH_VARIABLES if name in replica.env)
+    html = _html.pre(lines)
+    if "RANK" not in replica.env:
+        role = replica.role.replace("_", " ")
+        html += _html.note(f"no RANK or WORLD_SIZE: {role} replicas are not in the training cluster")
+    return html

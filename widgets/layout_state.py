@@ -145,7 +145,10 @@ def build_job(state: dict[str, Any]) -> JobSpec:
     while len(pools) > max(1, extra.get("pool_count", 0)) and not pools[-1]:
         pools.pop()
     spec = JobSpec.from_dict({**copy.deepcopy(extra.get("spec", {})), "workerPoolSpecs": pools}).spec
-    return JobSpec(state["display_name"], spec, dict(extra.get("labels", {})), copy.deepcopy(extra.get("legacy")))
+    job = extra.get("job")  # what the cards do not edit (labels, legacy options, encryption, a study)
+    if job is None:
+        return JobSpec(state["display_name"], spec)
+    return job.copy(display_name=state["display_name"], spec=spec)
 
 
 def problems(state: dict[str, Any]) -> tuple[JobSpec | None, list[str]]:
@@ -216,8 +219,8 @@ def state_from_job(job: JobSpec, region: str = catalog.DEFAULT_REGION) -> dict[s
                    for pos in range(4)]
     spec = message_to_dict(job.spec)
     spec.pop("workerPoolSpecs", None)
-    extra = {"spec": spec, "labels": dict(job.labels), "legacy": copy.deepcopy(job.legacy),
-             "pool_count": len(specs), "more_pools": [message_to_dict(p) for p in specs[4:]]}
+    extra = {"spec": spec, "job": job.copy(), "pool_count": len(specs),
+             "more_pools": [message_to_dict(p) for p in specs[4:]]}
     return {"display_name": job.display_name, "region": region, "image": primary_image, "pools": state_pools,
             "extra": extra}
 

@@ -6,19 +6,21 @@ Logging or, for local jobs, to the workbench's local service, which speaks the
 same REST API.
 
 - `target`: where jobs run (`Target.resolve`) and the clients that reach it (`Session`);
+- `preflight`: what Vertex AI would refuse, found before anything is built, uploaded or created;
 - `prepare`: a validated job made ready for its target;
 - `handles`: handles on CustomJobs and tuning jobs; submit, attach, list;
 - `logs`: the log filter, the cursor and the follower;
 - `rows`: a job as a table row.
 """
 
-from ..api import CUSTOM_JOBS, TUNING_JOBS, Collection
-from .handles import (Handle, TrialHandle, TuningHandle, attach, attach_tuning, list_jobs, submit, submit_tuning,
-                      tuning_request)
+from ..api import CUSTOM_JOBS, LOCAL_PROJECT, TUNING_JOBS, Collection
+from . import preflight
+from .handles import (Handle, TrialHandle, TuningHandle, attach, attach_tuning, list_jobs, list_jobs_page, submit,
+                      submit_tuning, tuning_request)
 from .logs import LogCursor, LogReader, LogRecord, log_filter
 from .rows import job_row
-from .target import LOCAL_PROJECT, Session, Target
+from .target import Session, Target
 
-__all__ = ["CUSTOM_JOBS", "TUNING_JOBS", "Collection", "Handle", "TrialHandle", "TuningHandle", "attach",
-           "attach_tuning", "list_jobs", "submit", "submit_tuning", "tuning_request", "LogCursor", "LogReader",
-           "LogRecord", "log_filter", "job_row", "LOCAL_PROJECT", "Session", "Target"]
+__all__ = ["preflight", "CUSTOM_JOBS", "TUNING_JOBS", "Collection", "Handle", "TrialHandle", "TuningHandle", "attach",
+           "attach_tuning", "list_jobs", "list_jobs_page", "submit", "submit_tuning", "tuning_request", "LogCursor",
+           "LogReader", "LogRecord", "log_filter", "job_row", "LOCAL_PROJECT", "Session", "Target"]

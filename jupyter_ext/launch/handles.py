@@ -15,12 +15,13 @@ from typing import Any, Iterator
 
 from google.cloud.aiplatform_v1 import types as v1
 
-from .. import paths, states, validate
+from .. import paths, staging, states, validate
 from ..api import CUSTOM_JOBS, TUNING_JOBS, Collection
 from ..errors import WorkbenchError
 from ..runner.backend import address_style, backend_of
 from ..spec import JobSpec
 from .logs import LogReader, LogRecord, log_filter
+from . import preflight
 from .prepare import absolute_packages, prepare
 from .target import Session, Target
 
@@ -142,8 +143,8 @@ class TrialHandle:
         resource = self.tuning.refresh()
         trial = next((t for t in resource.trials if t.id == self.trial_id), None)
         params = tuning.parameters_of(trial) if trial is not None else {}
-        job = tuning.trial_job(tuning.trial_base_job(resource), params, self.trial_id)
-        view = v1.CustomJob(name=self.name, display_name=job.display_name, job_spec=job.spec, labels=job.labels)
+        view = tuning.trial_job(tuning.trial_base_job(resource), params, self.trial_id).custom_job()
+        view.name = self.name
         view.state = tuning.trial_job_state(trial, resource)
         if trial is not None:
             if trial.start_time:
@@ -187,12 +188,18 @@ HANDLES: dict[Collection, type[Handle]] = {CUSTOM_JOBS: Handle, TUNING_JOBS: Tun
 # ---- submitting, attaching, listing ------------------------------------------------------
 
 def submit(spec: Any, target: Target | None = None, display_name: str | None = None) -> Handle:
-    """Validate `spec` (any accepted format) and create the CustomJob on the target."""
+    """Validate `spec` (any accepted format), check it for Vertex AI and upload its local packages
+    when it goes there, and create the CustomJob on the target (a HyperparameterTuningJob for a
+    legacy job with `hyperparameters`)."""
     target = target or Target()
     job = validate.check(JobSpec.load(spec, display_name))
     if display_name:
         job.display_name = display_name
-    resource = prepare(job, target, CUSTOM_JOBS.output_prefix)
+    study = job.tuning_job()
+    if study is not None:
+        return submit_tuning(study, target, source_dir=job.source_dir)
+    preflight.check(job, target)
+    resource = prepare(_staged(job, target), target, CUSTOM_JOBS.output_prefix)
     return _create(CUSTOM_JOBS, target, resource)
 
 
@@ -222,11 +229,15 @@ def submit_tuning(resource: v1.HyperparameterTuningJob, target: Target | None = 
     resource = v1.HyperparameterTuningJob(resource)
     job = tuning.trial_base_job(resource)
     job.source_dir = source_dir
-    custom = prepare(job, target, TUNING_JOBS.output_prefix)
+    validate.check(job)
+    preflight.check(job, target)
+    custom = prepare(_staged(job, target), target, TUNING_JOBS.output_prefix)
     resource.trial_job_spec = custom.job_spec
     for key, value in custom.labels.items():
         resource.labels[key] = value
-    validate.check_tuning(resource)
+    if custom.encryption_spec.kms_key_name and not resource.encryption_spec.kms_key_name:
+        resource.encryption_spec = custom.encryption_spec
+    validate.check_tuning(resource, local=target.local)
     handle = _create(TUNING_JOBS, target, resource)
     assert isinstance(handle, TuningHandle)
     return handle
@@ -254,6 +265,21 @@ def list_jobs(target: Target | None = None, filter_text: str = "", collection: C
     target = target or Target()
     request = {"parent": target.parent, "filter": filter_text}
     return Session.of(target).jobs(lambda c: list(getattr(c, f"list_{collection.method}s")(request=request)))
+
+
+def list_jobs_page(target: Target, page_size: int, page_token: str = "", filter_text: str = "", *,
+                   collection: Collection = CUSTOM_JOBS, timeout: float | None = None) -> tuple[list[Any], str]:
+    """One page of the collection's jobs on the target, newest first, and the token of the next
+    page ("" after the last). `timeout`: seconds without an answer before the call fails."""
+    request = {"parent": target.parent, "filter": filter_text, "page_size": page_size, "page_token": page_token}
+    pager = Session.of(target).jobs(lambda c: getattr(c, f"list_{collection.method}s")(request=request,
+                                                                                       timeout=timeout))
+    return list(getattr(pager, f"{collection.method}s")), pager.next_page_token  # the first response only
+
+
+def _staged(job: JobSpec, target: Target) -> JobSpec:
+    """For Vertex AI: the job with its local packages uploaded to the staging bucket."""
+    return job if target.local else staging.stage_packages(job, target)
 
 
 def _create(collection: Collection, target: Target, resource: Any) -> Handle:

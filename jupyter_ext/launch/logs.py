@@ -134,21 +134,24 @@ class LogCursor:
 
 class ReadBudget:
     """`entries.list` requests this process may send per minute to one project, shared by all
-    its readers. Unknown limits (the local service) start unlimited; every 429 halves the rate
-    and holds every reader until the server's Retry-After has passed."""
+    its readers. Unknown limits (the local service) start unlimited. A 429 holds every reader
+    until the server's Retry-After has passed and halves the rate (other processes read the same
+    quota); each quiet minute after that gives a quarter back."""
 
     _budgets: dict[tuple[str, str], ReadBudget] = {}
     _budgets_lock = threading.Lock()
 
     def __init__(self, per_minute: float | None) -> None:
-        self.per_minute = per_minute
+        self.initial = self.per_minute = per_minute
         self._sent: deque[float] = deque()
         self._held_until = 0.0
+        self._refused_at = 0.0
         self._lock = threading.Lock()
 
     @classmethod
     def of(cls, session: Session) -> ReadBudget:
-        key = (session.target.endpoint or ("local" if session.target.local else "google"), session.target.project)
+        service = session.local_service()  # a restarted local service is another server, with its own quota
+        key = (service["endpoint"] if service else session.target.endpoint or "google", session.target.project)
         with cls._budgets_lock:
             budget = cls._budgets.get(key)
             if budget is None:
@@ -162,6 +165,7 @@ class ReadBudget:
                 now = time.monotonic()
                 while self._sent and now - self._sent[0] >= 60.0:
                     self._sent.popleft()
+                self._recover(now)
                 wait = self._held_until - now
                 if wait <= 0 and self.per_minute is not None and len(self._sent) >= self.per_minute:
                     wait = 60.0 - (now - self._sent[0])
@@ -177,9 +181,20 @@ class ReadBudget:
     def throttled(self, retry_after: float) -> None:
         """A 429: slow every reader of this project down."""
         with self._lock:
-            self._held_until = max(self._held_until, time.monotonic() + retry_after)
+            now = self._refused_at = time.monotonic()
+            self._held_until = max(self._held_until, now + retry_after)
             recent = max(1.0, len(self._sent) / 2)
             self.per_minute = recent if self.per_minute is None else max(1.0, min(self.per_minute, recent))
+
+    def _recover(self, now: float) -> None:
+        if self.per_minute is None or self.per_minute == self.initial or now - self._refused_at < 60.0:
+            return
+        self._refused_at = now
+        self.per_minute *= 1.25
+        if self.initial is not None:
+            self.per_minute = min(self.per_minute, self.initial)
+        elif self.per_minute > 600:  # back to what the server never limited
+            self.per_minute = None
 
 
 @dataclass(frozen=True)
@@ -198,7 +213,7 @@ class ReadPace:
         service = session.local_service()
         if service is None:  # Google's Cloud Logging: ingestion takes seconds, 60 reads a minute per project
             return cls(floor=5.0, ceiling=30.0, settle=20.0, overlap=30.0, quota=50.0)
-        delay = float(service.get("ingestion_delay", 0.0))
+        delay = float(service.get("options", {}).get("ingestion_delay", 0.0))
         late = delay + 1.0 if delay else 0.0  # an emulated ingestion delay, plus a second for the clocks
         return cls(floor=0.5, ceiling=5.0, settle=late, overlap=late, quota=None)
 
@@ -212,23 +227,33 @@ class LogReader:
         self.pace = ReadPace.of(session)
         self.cursor = cursor or LogCursor(overlap=self.pace.overlap)
         self.budget = ReadBudget.of(session)
-        self.backoff = 0.0  # seconds: grows with each 429 in a row
+        self.refused = 0  # 429s in a row
+        self.held = False  # the last poll read nothing: the quota holds readers back
 
-    def poll(self, stop: threading.Event | None = None, limit: int | None = None) -> list[LogRecord]:
+    def poll(self, stop: threading.Event | None = None, limit: int | None = None,
+             wait: bool = True) -> list[LogRecord]:
         """Every entry now readable after the cursor (each page is one request), or the first
-        `limit`. A 429 makes it wait and read the same window again; `stop` ends the wait."""
+        `limit`. A 429 makes it wait and read the same window again (`stop` ends the wait); with
+        `wait=False` it returns nothing at once instead, and `held` says so."""
         from google.api_core.exceptions import TooManyRequests
 
+        stop = stop if wait else _NO_WAIT
         while True:
-            if not self.budget.acquire(stop):
+            self.held = not self.budget.acquire(stop)
+            if self.held:
                 return []
             try:
                 records = self.session.logging(lambda client: self._read(client, limit))
-                self.backoff = 0.0
+                self.refused = 0
                 return records
             except TooManyRequests as exc:
-                self.backoff = min(60.0, max(2.0, self.backoff * 2))
-                self.budget.throttled(_retry_after(exc) or self.backoff)
+                # the server's Retry-After once; a second refusal in a row waits a whole quota minute
+                self.refused += 1
+                self.budget.throttled(60.0 if self.refused > 1 else _retry_after(exc) or 2.0)
+
+    def settled(self, end_time: datetime | None) -> bool:
+        """A job that ended at `end_time` has had time for its last entries to be ingested."""
+        return end_time is not None and (datetime.now(timezone.utc) - end_time).total_seconds() >= self.pace.settle
 
     def _read(self, client: Any, limit: int | None) -> list[LogRecord]:
         from google.cloud import logging as cloud_logging
@@ -270,6 +295,10 @@ class LogReader:
                 stop.wait(delay)
             else:
                 time.sleep(delay)
+
+
+_NO_WAIT = threading.Event()
+_NO_WAIT.set()
 
 
 def _retry_after(exc: Any) -> float:

@@ -13,8 +13,10 @@ README ("Where jobs run"):
   `$CLOUD_ML_REGION`, else us-central1;
 - staging bucket, endpoint, credentials, encryption key, service account and
   network: the flag where there is one, else what `aiplatform.init` set; the
-  endpoint defaults to Google's regional one, credentials to the user's
-  application-default credentials.
+  endpoint defaults to Google's regional one; credentials: an access token file
+  (`--access-token-file`, else `$CLOUDSDK_AUTH_ACCESS_TOKEN_FILE`, as gcloud
+  reads it), else `aiplatform.init`'s, else the user's application-default
+  credentials.
 
 A `Session` holds a target's clients, built on first use and reused by every
 handle on that target in this process (`Session.of`), so following a job does
@@ -24,6 +26,7 @@ session reconnects once when the service was restarted (a new port or token).
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import threading
@@ -31,11 +34,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, TypeVar
 
 from .. import paths
+from ..api import LOCAL_PROJECT
 from ..catalog import DEFAULT_REGION
 from ..errors import WorkbenchError
 from ..runner.backend import DEFAULT_BACKEND, address_style
 
-LOCAL_PROJECT = "local"
 T = TypeVar("T")
 
 
@@ -56,8 +59,8 @@ class Target:
 
     @classmethod
     def resolve(cls, *, vertex: bool = False, project: str | None = None, region: str | None = None,
-                staging_bucket: str | None = None, endpoint: str | None = None,
-                backend: str | None = None) -> Target:
+                staging_bucket: str | None = None, endpoint: str | None = None, backend: str | None = None,
+                access_token_file: str | None = None) -> Target:
         """The target the flags describe, completed from `aiplatform.init` and the environment (module doc)."""
         if not (vertex or project or endpoint):
             if staging_bucket:
@@ -70,8 +73,10 @@ class Target:
         if not project:
             raise WorkbenchError("--project: Vertex AI needs a Google Cloud project (the flag, aiplatform.init"
                                  "(project=...), or $GOOGLE_CLOUD_PROJECT)")
+        token_file = access_token_file or os.environ.get("CLOUDSDK_AUTH_ACCESS_TOKEN_FILE")
+        credentials = _token_credentials(token_file) if token_file else init.get("credentials")
         return cls(project, resolve_region(region), staging_bucket or init.get("staging_bucket") or "", local=False,
-                   endpoint=endpoint or init.get("api_endpoint") or "", credentials=init.get("credentials"),
+                   endpoint=endpoint or init.get("api_endpoint") or "", credentials=credentials,
                    encryption_key=init.get("encryption_spec_key_name") or "",
                    service_account=init.get("service_account") or "", network=init.get("network") or "")
 
@@ -93,6 +98,25 @@ class Target:
 def resolve_region(region: str | None = None) -> str:
     """The flag, else `aiplatform.init(location=...)`, else $CLOUD_ML_REGION, else us-central1."""
     return region or _sdk_settings().get("location") or os.environ.get("CLOUD_ML_REGION", "") or DEFAULT_REGION
+
+
+def _token_credentials(path: str) -> Any:
+    """Credentials from a file holding an OAuth access token (`gcloud auth print-access-token > FILE`);
+    the same object while the token is the same, so a target resolved again keeps its session."""
+    try:
+        token = open(path).read().strip()
+    except OSError as exc:
+        raise WorkbenchError(f"--access-token-file: cannot read {path}: {exc.strerror}") from None
+    if not token:
+        raise WorkbenchError(f"--access-token-file: {path} is empty")
+    return _credentials_for(token)
+
+
+@functools.lru_cache(maxsize=8)
+def _credentials_for(token: str) -> Any:
+    from google.oauth2.credentials import Credentials
+
+    return Credentials(token=token)
 
 
 def _sdk_settings() -> dict[str, Any]:
@@ -178,8 +202,15 @@ class Session:
             if client is None:
                 endpoint, credentials = self._connection()
                 client = self._clients[kind] = (_job_client if kind == "jobs" else _logging_client)(
-                    self.target, endpoint, credentials)
+                    self.target, endpoint, credentials, self._user_agent())
             return client
+
+    def _user_agent(self) -> str:
+        """Who is asking; to the local service also which process (its request record tells followers apart)."""
+        from .. import __version__
+
+        agent = f"vertex-workbench/{__version__}"
+        return f"{agent} pid/{os.getpid()}" if self.local_service() is not None else agent
 
     def _connection(self) -> tuple[str, Any]:
         """(API endpoint, credentials): the local service's, started on demand, or the target's own."""
@@ -195,17 +226,19 @@ class Session:
         return self._endpoint
 
 
-def _job_client(target: Target, endpoint: str, credentials: Any) -> Any:
+def _job_client(target: Target, endpoint: str, credentials: Any, user_agent: str) -> Any:
+    from google.api_core.gapic_v1.client_info import ClientInfo
     from google.cloud.aiplatform_v1.services.job_service import JobServiceClient
 
-    return JobServiceClient(credentials=credentials, transport="rest",
+    return JobServiceClient(credentials=credentials, transport="rest", client_info=ClientInfo(user_agent=user_agent),
                             client_options={"api_endpoint": endpoint or f"{target.region}-aiplatform.googleapis.com"})
 
 
-def _logging_client(target: Target, endpoint: str, credentials: Any) -> Any:
+def _logging_client(target: Target, endpoint: str, credentials: Any, user_agent: str) -> Any:
     """Cloud Logging over REST everywhere, so the path tested against the local service is the shipped one."""
+    from google.api_core.client_info import ClientInfo
     from google.cloud import logging as cloud_logging
 
     options = {"api_endpoint": endpoint} if endpoint else None
     return cloud_logging.Client(project=target.project, credentials=credentials, _use_grpc=False,
-                                client_options=options)
+                                client_options=options, client_info=ClientInfo(user_agent=user_agent))

@@ -83,8 +83,16 @@ def _factory(name: str) -> Callable[[], Backend]:
 
 
 def backend_of(labels: Mapping[str, str]) -> str:
-    """The backend a local job runs on, from its labels."""
+    """The backend a local job runs on, from its labels (the service records its choice there)."""
     return labels.get(BACKEND_LABEL, DEFAULT_BACKEND)
+
+
+def backend_for(job: JobSpec) -> str:
+    """The backend a job needs when its labels name none, as a job sent for Vertex AI: containers
+    when a pool runs an image's own entrypoint (a containerSpec without command: only the image
+    knows what it runs), else processes."""
+    needs_image = any("container_spec" in pool and not pool.container_spec.command for _, pool in job.pools)
+    return "docker" if needs_image else DEFAULT_BACKEND
 
 
 def address_style(backend: str) -> str:

@@ -1,10 +1,12 @@
 """What a pool runs when its replicas are processes on this machine.
 
 - pythonPackageSpec: `python -m <pythonModule> <args>` with the current
-  interpreter; `packageUris` may be local folders, wheels, sdists or `file://`
-  URIs and are put on PYTHONPATH (wheels import from the zip; sdists are unpacked
-  into the job folder). Dependencies the packages declare are not installed:
-  replicas use the current Python environment.
+  interpreter; `packageUris` may be local folders, wheels, sdists, `file://`
+  URIs or, as on Vertex AI, `gs://` files (fetched into the job folder with
+  google-cloud-storage, which honours STORAGE_EMULATOR_HOST); they are put on
+  PYTHONPATH (wheels import from the zip; sdists are unpacked into the job
+  folder). Dependencies the packages declare are not installed: replicas use
+  the current Python environment.
 - containerSpec with `command`: that command and `args` run on this host; a
   leading `python`/`python3` means the current interpreter.
 - containerSpec without `command`: the image's entrypoint is unknown here, so
@@ -24,7 +26,8 @@ from urllib.parse import urlparse
 
 from google.cloud.aiplatform_v1 import types as v1
 
-from ..errors import BackendError
+from .. import staging
+from ..errors import BackendError, WorkbenchError
 
 _VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
@@ -70,10 +73,16 @@ def _inherited_pythonpath() -> list[str]:
 
 def _package_path(uri: str, where: str, work_dir: Path, base_dir: Path | None) -> Path:
     parsed = urlparse(uri)
-    if parsed.scheme not in ("", "file"):
-        raise BackendError(f"{where}: {uri!r} is not on this machine; local runs take folders, wheels, "
-                           "sdists or file:// URIs")
-    path = (base_dir or Path.cwd()) / Path(parsed.path if parsed.scheme == "file" else uri).expanduser()
+    if parsed.scheme == "gs":
+        try:
+            path = staging.download(uri, work_dir / "downloads", where)
+        except WorkbenchError as exc:
+            raise BackendError(str(exc)) from None
+    elif parsed.scheme in ("", "file"):
+        path = (base_dir or Path.cwd()) / Path(parsed.path if parsed.scheme == "file" else uri).expanduser()
+    else:
+        raise BackendError(f"{where}: {uri!r} is neither on this machine nor in Cloud Storage; local runs take "
+                           "folders, wheels, sdists, file:// or gs:// URIs")
     path = path.resolve()
     if not path.exists():
         raise BackendError(f"{where}: {path} does not exist")
@@ -85,7 +94,8 @@ def _package_path(uri: str, where: str, work_dir: Path, base_dir: Path | None) -
 
 
 def _unpack_sdist(path: Path, into: Path) -> Path:
-    target = into / path.name.removesuffix(".tar.gz").removesuffix(".tgz")
+    # a safe folder name: the SDK's staged names hold ':', which would split PYTHONPATH
+    target = into / re.sub(r"[^\w.-]", "_", path.name.removesuffix(".tar.gz").removesuffix(".tgz"))
     if not target.exists():
         partial = target.with_name(target.name + ".partial")
         shutil.rmtree(partial, ignore_errors=True)

@@ -1,4 +1,5 @@
-"""`python -m jupyter_ext.service [--port N]`: run the local service in the foreground.
+"""`python -m jupyter_ext.service [--port N] [--read-quota N] [--ingestion-delay S] [--record-requests]`:
+run the local service in the foreground.
 
 Usually started detached by `vtrain service start` or the first local submit.
 """
@@ -16,6 +17,7 @@ import tornado.netutil
 from .. import paths
 from . import daemon
 from .app import make_app
+from .emulation import Options, RequestRecord, add_arguments
 from .jobs import JobManager
 from .store import JobStore
 from .tuning_jobs import TuningManager
@@ -23,7 +25,7 @@ from .tuning_jobs import TuningManager
 HOST = "127.0.0.1"  # loopback only: local jobs run code as the user
 
 
-async def serve(port: int) -> None:
+async def serve(port: int, options: Options) -> None:
     token = secrets.token_urlsafe(32)
     database = paths.data_dir() / "jobs.sqlite"
     managers = [JobManager(JobStore(database), paths.jobs_dir()),
@@ -33,10 +35,11 @@ async def serve(port: int) -> None:
             print(f"{manager.collection.kind} {job_id} was running when the service stopped: marked FAILED",
                   flush=True)
     sockets = tornado.netutil.bind_sockets(port, HOST)
-    server = tornado.httpserver.HTTPServer(make_app(managers, token, paths.jobs_dir()))
+    record = RequestRecord(daemon.runtime_dir() / "requests.jsonl") if options.record_requests else None
+    server = tornado.httpserver.HTTPServer(make_app(managers, token, paths.jobs_dir(), options, record))
     server.add_sockets(sockets)
     endpoint = f"http://{HOST}:{sockets[0].getsockname()[1]}"
-    daemon.write_runtime(endpoint, token)
+    daemon.write_runtime(endpoint, token, options)
     print(f"local Vertex AI service on {endpoint}", flush=True)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -56,7 +59,9 @@ async def serve(port: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m jupyter_ext.service")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
-    asyncio.run(serve(parser.parse_args().port))
+    add_arguments(parser)
+    args = parser.parse_args()
+    asyncio.run(serve(args.port, Options.from_args(args)))
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@ send and parse it. Every request needs the service's bearer token.
 
 Each collection (CustomJobs, HyperparameterTuningJobs) is served by the same
 handlers over its `ResourceManager`: create, list, get, delete, cancel.
+`entries:list` can put on Cloud Logging's read quota and ingestion delay, and
+every request can be recorded (see `emulation`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ import tornado.web
 from google.cloud.aiplatform_v1 import types as v1
 from google.protobuf import json_format
 
+from ..api import LOCAL_PROJECT
 from ..errors import FilterError, ServiceError
+from .emulation import Options, ReadQuota, RequestRecord, quota_error, visible_until
 from .logs import list_entries
 from .resources import ResourceManager
 
@@ -32,10 +36,23 @@ _LIST_FILTER = re.compile(r'\s*(state|display_name|displayName)\s*=\s*(?:"([^"]*
 
 
 class ApiHandler(tornado.web.RequestHandler):
-    def initialize(self, token: str, manager: ResourceManager | None = None, jobs_root: Path | None = None) -> None:
-        self.token = token
-        self.manager = manager
-        self.jobs_root = jobs_root
+    def initialize(self, token: str, record: RequestRecord | None = None, manager: ResourceManager | None = None,
+                   jobs_root: Path | None = None, options: Options = Options(), quota: ReadQuota | None = None,
+                   managers: Sequence[ResourceManager] = ()) -> None:
+        self.token, self.record = token, record
+        self.manager, self.jobs_root, self.options, self.quota = manager, jobs_root, options, quota
+        self.managers = managers
+
+    @property
+    def projects(self) -> dict[str, str]:
+        """The project of every job the service ran, by job ID."""
+        return {job_id: project for manager in self.managers for job_id, project in manager.store.projects().items()}
+
+    def on_finish(self) -> None:
+        if self.record is not None:
+            body = self.request.body.decode("utf-8", "replace") if self.request.method == "POST" else ""
+            self.record.add(method=self.request.method, path=self.request.path, status=self.get_status(),
+                            agent=self.request.headers.get("User-Agent", ""), body=body)
 
     def prepare(self) -> None:
         supplied = self.request.headers.get("Authorization", "")
@@ -142,10 +159,17 @@ class EntriesHandler(ApiHandler):
             raise ServiceError(400, "INVALID_ARGUMENT", "invalid JSON body") from None
         names = body.get("resourceNames") or [f"projects/{p}" for p in body.get("projectIds", [])] or ["projects/local"]
         project = names[0].split("/")[1] if "/" in names[0] else names[0]
+        if self.quota is not None and (wait := self.quota.admit(project)):
+            self.set_status(429)
+            self.set_header("Retry-After", f"{wait:.0f}" if wait >= 1 else "1")
+            self.set_header("Content-Type", "application/json")
+            self.finish(json.dumps(quota_error(project, self.quota.per_minute)))
+            return
         assert self.jobs_root is not None
-        self.send(list_entries(log_sources(self.jobs_root, project), filter_text=body.get("filter", ""),
+        self.send(list_entries(log_sources(self.jobs_root, project, self.projects), filter_text=body.get("filter", ""),
                                order_by=body.get("orderBy", "timestamp asc"),
-                               page_size=int(body.get("pageSize") or 0), page_token=body.get("pageToken", "")))
+                               page_size=int(body.get("pageSize") or 0), page_token=body.get("pageToken", ""),
+                               visible_until=visible_until(self.options.ingestion_delay)))
 
 
 class NotFoundHandler(ApiHandler):
@@ -154,26 +178,33 @@ class NotFoundHandler(ApiHandler):
         raise ServiceError(404, "NOT_FOUND", f"no such API: {self.request.method} {self.request.path}")
 
 
-def make_app(managers: Sequence[ResourceManager], token: str, jobs_root: Path) -> tornado.web.Application:
+def make_app(managers: Sequence[ResourceManager], token: str, jobs_root: Path, options: Options = Options(),
+             record: RequestRecord | None = None) -> tornado.web.Application:
     """The service's routes: every manager's collection, entries:list over `jobs_root`, 404 for the rest."""
+    common = {"token": token, "record": record}
     routes: list[Any] = []
     for manager in managers:
-        args = {"token": token, "manager": manager}
+        args = {**common, "manager": manager}
         base = PARENT + manager.collection.path
         routes += [(base, CollectionHandler, args),
                    (base + r"/(?P<job>[^/:]+)", ResourceHandler, args),
                    (base + r"/(?P<job>[^/:]+):cancel", CancelHandler, args)]
-    routes += [(r"/v2/entries:list", EntriesHandler, {"token": token, "jobs_root": jobs_root}),
-               (r".*", NotFoundHandler, {"token": token})]
-    return tornado.web.Application(routes, default_handler_class=NotFoundHandler,
-                                   default_handler_args={"token": token})
+    quota = ReadQuota(options.read_quota) if options.read_quota else None
+    routes += [(r"/v2/entries:list", EntriesHandler, {**common, "jobs_root": jobs_root, "options": options,
+                                                      "quota": quota, "managers": managers}),
+               (r".*", NotFoundHandler, common)]
+    return tornado.web.Application(routes, default_handler_class=NotFoundHandler, default_handler_args=common)
 
 
-def log_sources(root: Path, project: str) -> Iterator[tuple[str, str, Path, str | None]]:
-    """Every job folder's logs; a tuning job's trials are `<job>/trials/<trial id>/`."""
+def log_sources(root: Path, project: str, projects: dict[str, str]) -> Iterator[tuple[str, str, Path, str | None]]:
+    """The logs of the project's jobs, as Cloud Logging keeps each project's apart (a job the service
+    did not run, as `vtrain run`'s, belongs to the local project); a tuning job's trials are
+    `<job>/trials/<trial id>/`."""
     if not root.is_dir():
         return
     for job_dir in sorted(root.iterdir()):
+        if projects.get(job_dir.name, LOCAL_PROJECT) != project:
+            continue
         yield job_dir.name, project, job_dir, None
         trials = job_dir / "trials"
         if trials.is_dir():

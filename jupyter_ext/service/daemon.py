@@ -2,8 +2,8 @@
 
 The service runs detached from whoever started it, so local jobs outlive a
 notebook kernel or a terminal. `<data dir>/service/` holds `service.json`
-(endpoint, pid, token file), `token` (readable by the user only; a new one at
-every start) and `service.log`.
+(endpoint, pid, token file, the options it runs with), `token` (readable by the
+user only; a new one at every start) and `service.log`.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from urllib.parse import urlparse
 
 from .. import paths
 from ..errors import WorkbenchError
+from .emulation import Options
 
 START_TIMEOUT = 60.0
 
@@ -49,16 +50,22 @@ def status() -> dict[str, Any] | None:
     return info if _alive(pid) and _is_service(pid) and _answers(info.get("endpoint", "")) else None
 
 
-def ensure_running() -> dict[str, Any]:
-    """The running service, started (detached) when there is none."""
+def ensure_running(options: Options | None = None) -> dict[str, Any]:
+    """The running service, started (detached) when there is none; with `options`, one that runs
+    with them (a running service with others is an error: stop it first)."""
     with _start_lock():
         info = status()
         if info:
+            running = Options(**info.get("options", {}))
+            if options is not None and running != options:
+                raise WorkbenchError(f"the local service already runs (pid {info['pid']}, {info['endpoint']}) with "
+                                     f"{running}; `vtrain service stop` it first")
             return info
         runtime_dir().mkdir(parents=True, exist_ok=True)
         log = open(runtime_dir() / "service.log", "ab")
-        proc = subprocess.Popen([sys.executable, "-m", "jupyter_ext.service"], stdin=subprocess.DEVNULL,
-                                stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        argv = [sys.executable, "-m", "jupyter_ext.service", *(options or Options()).argv()]
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
         log.close()
         deadline = time.monotonic() + START_TIMEOUT
         while time.monotonic() < deadline:
@@ -99,7 +106,7 @@ def read_token() -> str:
         raise WorkbenchError(f"no service token in {token_file()}; is the local service running?") from None
 
 
-def write_runtime(endpoint: str, token: str) -> None:
+def write_runtime(endpoint: str, token: str, options: Options) -> None:
     """Called by the service once it listens: token first, then where to find it."""
     runtime_dir().mkdir(parents=True, exist_ok=True)
     fd = os.open(token_file(), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -107,7 +114,8 @@ def write_runtime(endpoint: str, token: str) -> None:
         f.write(token)
     os.chmod(token_file(), 0o600)
     tmp = info_file().with_suffix(".tmp")
-    tmp.write_text(json.dumps({"endpoint": endpoint, "pid": os.getpid(), "token_file": str(token_file())}))
+    tmp.write_text(json.dumps({"endpoint": endpoint, "pid": os.getpid(), "token_file": str(token_file()),
+                               "options": options.as_dict()}))
     tmp.replace(info_file())
 
 

@@ -20,7 +20,8 @@ from typing import Any, Callable, ClassVar, Protocol
 from .. import paths, states
 from ..api import Collection
 from ..errors import ServiceError, WorkbenchError
-from ..runner.backend import BACKEND_LABEL, DEFAULT_BACKEND, get_backend
+from ..runner.backend import BACKEND_LABEL, backend_for, backend_of, get_backend
+from ..spec import JobSpec
 from .store import JobStore, StoredJob
 
 # google.rpc.Code values for a job's `error`
@@ -44,21 +45,19 @@ class Run(Protocol):
 class ResourceManager:
     collection: ClassVar[Collection]
 
-    def __init__(self, store: JobStore, jobs_root: Path, default_backend: str = DEFAULT_BACKEND,
-                 on_note: Callable[[str], None] | None = None) -> None:
+    def __init__(self, store: JobStore, jobs_root: Path, on_note: Callable[[str], None] | None = None) -> None:
         self.store = store
         self.jobs_root = jobs_root
-        self.default_backend = default_backend
         self.on_note = on_note or (lambda text: print(text, flush=True))  # the service's log
         self._running: dict[str, tuple[Run, threading.Thread]] = {}
         self._lock = threading.Lock()
 
     # ---- what a collection decides -------------------------------------------------------
-    def check(self, resource: Any) -> Any:
-        """The resource's runnable form; raises WorkbenchError naming the field."""
+    def check(self, resource: Any) -> JobSpec:
+        """The job the resource runs (a tuning job's trial job); raises WorkbenchError naming the field."""
         raise NotImplementedError
 
-    def start_run(self, stored: StoredJob, checked: Any) -> Run:
+    def start_run(self, stored: StoredJob, checked: JobSpec) -> Run:
         raise NotImplementedError
 
     def recovered(self, stored: StoredJob) -> None:
@@ -71,7 +70,7 @@ class ResourceManager:
             checked = self.check(resource)
         except WorkbenchError as exc:
             raise ServiceError(400, "INVALID_ARGUMENT", str(exc).replace("\n", "; ")) from None
-        backend = resource.labels.get(BACKEND_LABEL, self.default_backend)
+        backend = resource.labels.get(BACKEND_LABEL) or backend_for(checked)
         try:
             get_backend(backend)
         except WorkbenchError as exc:
@@ -83,6 +82,8 @@ class ResourceManager:
             r._pb.ClearField(output_only)
         r.name, r.state, r.create_time, r.update_time = f"{parent}/{self.collection.path}/{job_id}", \
             "JOB_STATE_QUEUED", now, now
+        if backend != backend_of(r.labels):  # chosen here: say so, as the job's views read it
+            r.labels[BACKEND_LABEL] = backend
         stored.job_dir.mkdir(parents=True, exist_ok=True)
         run = self.start_run(stored, checked)  # may add to the resource (labels, output-only fields)
         self.store.add(stored)

@@ -103,6 +103,12 @@ class JobStore:
             rows = self._db.execute(sql, args).fetchall()
         return [self._row(r) for r in rows]
 
+    def projects(self) -> dict[str, str]:
+        """Every job's project, by job ID."""
+        with self._lock:
+            rows = self._db.execute(f"SELECT id, parent FROM {self.table}").fetchall()
+        return {job_id: parent.split("/")[1] for job_id, parent in rows}
+
     def unfinished(self) -> list[StoredJob]:
         final = [int(v1.JobState[s]) for s in states.FINAL]
         with self._lock:

@@ -6,7 +6,9 @@ manager, the CLI, the magic and the widget use them as `tuning.<name>`.
 
 - `params`: the short forms (`--tune "lr=double:1e-4:1e-1:log, units=int:16:128,
   opt=categorical:adam,sgd"`, `--metric accuracy:maximize`) become a `StudySpec`
-  (`study_spec`); a REST body becomes the message (`load_request`); the shared
+  (`study_spec`); a REST body becomes the message (`load_request`); a legacy
+  AI Platform `hyperparameters` becomes the study and trial counts and back
+  (`from_legacy_hyperparameters`, `to_legacy_hyperparameters`); the shared
   names (`Param`, `Algorithm`, `Scale`, `Goal`, ...).
 - `search`: the trials' parameters, made on demand (`suggestions`): random
   search seeded with the tuning job's ID, grid search spread evenly over the
@@ -48,11 +50,13 @@ from .params import (
     Selection,
     Study,
     TrialState,
+    from_legacy_hyperparameters,
     load_request,
     parse_algorithm,
     parse_metrics,
     parse_parameters,
     study_spec,
+    to_legacy_hyperparameters,
 )
 from .search import BAYESIAN_NOTICE, notices, search_name, suggestions
 from .trials import (format_value, parameters_of, stop_reason, trial_args, trial_base_job, trial_job, trial_job_state,
@@ -61,8 +65,9 @@ from .trials import (format_value, parameters_of, stop_reason, trial_args, trial
 __all__ = [
     "ALGORITHMS", "BAYESIAN_NOTICE", "DEFAULT_METRIC_FILE", "DEFAULT_METRIC_TAG", "KINDS", "METRIC_FILE_ENV",
     "SCALES", "Algorithm", "Goal", "Param", "Report", "Scale", "Selection", "Study", "TrialState",
-    "best_trial", "final_measurement", "format_value", "load_request", "measurements", "metric_value", "notices",
+    "best_trial", "final_measurement", "format_value", "from_legacy_hyperparameters", "load_request", "measurements",
+    "metric_value", "notices",
     "parameters_of", "parse_algorithm", "parse_metrics", "parse_parameters", "parse_reports", "read_reports",
     "search_name", "stop_reason", "study_spec", "suggestions", "summary", "trial_args", "trial_base_job",
-    "trial_job", "trial_job_state", "trial_parameters",
+    "to_legacy_hyperparameters", "trial_job", "trial_job_state", "trial_parameters",
 ]

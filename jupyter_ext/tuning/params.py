@@ -3,6 +3,21 @@
 `--tune "lr=double:1e-4:1e-1:log, units=int:16:128, opt=categorical:adam,sgd"`
 and `--metric accuracy:maximize` become a `v1.StudySpec` (`study_spec`); a
 HyperparameterTuningJob REST body becomes the message (`load_request`).
+
+A legacy AI Platform `trainingInput.hyperparameters` (HyperparameterSpec)
+becomes the study and trial counts of a HyperparameterTuningJob
+(`from_legacy_hyperparameters`) and back (`to_legacy_hyperparameters`):
+`goal` + `hyperparameterMetricTag` (default `training/hptuning/metric`, the tag
+cloudml-hypertune reports by default) -> the one MetricSpec; `params[]` ->
+ParameterSpecs (`parameterName` -> `parameterId`, `minValue`/`maxValue`,
+`categoricalValues`, `discreteValues`, `scaleType` NONE -> unset); `algorithm`
+(same names); `maxTrials`, `maxParallelTrials`, `maxFailedTrials` (0: the
+service decides, on both) -> `maxTrialCount`, `parallelTrialCount`,
+`maxFailedTrialCount`. Two fields have no Vertex AI equivalent and are refused,
+one line naming the field, so nobody believes they took effect:
+`resumePreviousJobId` (Vertex cannot continue an AI Platform study) and
+`enableTrialEarlyStopping: true` (Vertex stops trials early only with a stopping
+spec the user chooses; `false`, the default, is accepted).
 """
 
 from __future__ import annotations
@@ -160,3 +175,157 @@ def load_request(source: Any) -> v1.HyperparameterTuningJob | None:
 def plain_number(value: float) -> int | float:
     """A parameter's value (the API keeps every number a double) as an int when it is whole."""
     return int(value) if float(value).is_integer() else float(value)
+
+
+# AI Platform HyperparameterSpec / ParameterSpec field names
+_LEGACY_SPEC = {"goal", "params", "maxTrials", "maxParallelTrials", "maxFailedTrials", "hyperparameterMetricTag",
+                "algorithm", "enableTrialEarlyStopping", "resumePreviousJobId"}
+# legacy parameter type -> (the ParameterSpec field it fills, the legacy keys that hold its values)
+_LEGACY_KINDS = {"DOUBLE": ("double_value_spec", ("minValue", "maxValue")),
+                 "INTEGER": ("integer_value_spec", ("minValue", "maxValue")),
+                 "CATEGORICAL": ("categorical_value_spec", ("categoricalValues",)),
+                 "DISCRETE": ("discrete_value_spec", ("discreteValues",))}
+_LEGACY_VALUE_KEYS = {"minValue", "maxValue", "categoricalValues", "discreteValues"}
+_LEGACY_PARAM = {"parameterName", "type", "scaleType", *_LEGACY_VALUE_KEYS}
+_LEGACY_REFUSED = {
+    "resumePreviousJobId": "Vertex AI cannot continue an AI Platform study; remove it to start a new one",
+    "enableTrialEarlyStopping": "no Vertex AI equivalent (Vertex stops trials early only with a studySpec stopping "
+                                "spec you choose, e.g. medianAutomatedStoppingSpec); remove it",
+}
+
+
+def from_legacy_hyperparameters(spec: Any, where: str = "hyperparameters") -> v1.HyperparameterTuningJob:
+    """AI Platform's HyperparameterSpec as a HyperparameterTuningJob holding only the study and
+    the trial counts (the caller adds the trial job). A field Vertex cannot do is a SpecError."""
+    from .metrics import DEFAULT_METRIC_TAG  # imported here: metrics imports this module
+
+    spec = _legacy_mapping(spec, _LEGACY_SPEC, where)
+    for key, why in _LEGACY_REFUSED.items():
+        if spec.get(key):
+            raise SpecError(f"{where}.{key}", why)
+    goal = _legacy_enum(spec, "goal", ("MAXIMIZE", "MINIMIZE"), where, default="MAXIMIZE",
+                        unset="GOAL_TYPE_UNSPECIFIED")
+    algorithm = _legacy_enum(spec, "algorithm", tuple(Algorithm.__members__), where, default="ALGORITHM_UNSPECIFIED")
+    params = spec.get("params") or []
+    if not isinstance(params, list) or not params:
+        raise SpecError(f"{where}.params", "required: a list of at least one parameter")
+    study = Study(metrics=[v1.StudySpec.MetricSpec(metric_id=str(spec.get("hyperparameterMetricTag")
+                                                                 or DEFAULT_METRIC_TAG), goal=goal)],
+                  parameters=[_from_legacy_param(p, f"{where}.params[{i}]") for i, p in enumerate(params)],
+                  algorithm=algorithm)
+    return v1.HyperparameterTuningJob(study_spec=study, max_trial_count=_legacy_whole(spec, "maxTrials", 1, where),
+                                      parallel_trial_count=_legacy_whole(spec, "maxParallelTrials", 1, where),
+                                      max_failed_trial_count=_legacy_whole(spec, "maxFailedTrials", 0, where))
+
+
+def to_legacy_hyperparameters(resource: v1.HyperparameterTuningJob) -> dict[str, Any]:
+    """The AI Platform HyperparameterSpec of a tuning job's study and trial counts; a study
+    feature AI Platform did not have is a SpecError naming it."""
+    study = resource.study_spec
+    extra = [f.json_name for f, _ in study._pb.ListFields() if f.name not in ("metrics", "parameters", "algorithm")]
+    if extra or len(study.metrics) != 1 or "safety_config" in study.metrics[0]:
+        what = f"studySpec.{extra[0]}" if extra else "studySpec.metrics"
+        raise SpecError(what, "AI Platform's hyperparameters cannot hold it (one metric, no stopping or noise "
+                              "settings)")
+    metric = study.metrics[0]
+    out: dict[str, Any] = {"goal": metric.goal.name, "hyperparameterMetricTag": metric.metric_id,
+                           "params": [_to_legacy_param(p, f"studySpec.parameters[{i}]")
+                                      for i, p in enumerate(study.parameters)],
+                           "maxTrials": resource.max_trial_count, "maxParallelTrials": resource.parallel_trial_count,
+                           "maxFailedTrials": resource.max_failed_trial_count}
+    if study.algorithm:
+        out["algorithm"] = study.algorithm.name
+    return out
+
+
+def _from_legacy_param(param: Any, where: str) -> Param:
+    param = _legacy_mapping(param, _LEGACY_PARAM, where)
+    if not param.get("parameterName"):
+        raise SpecError(f"{where}.parameterName", "required")
+    kind = _legacy_enum(param, "type", tuple(_LEGACY_KINDS), where)
+    field_name, keys = _LEGACY_KINDS[kind]
+    if unused := sorted(_LEGACY_VALUE_KEYS & set(param) - set(keys)):
+        raise SpecError(f"{where}.{unused[0]}", f"not used by a {kind} parameter")
+    for key in keys:
+        if param.get(key) is None or param.get(key) == []:
+            raise SpecError(f"{where}.{key}", f"required for a {kind} parameter")
+    if kind in ("DOUBLE", "INTEGER"):
+        number = _legacy_int if kind == "INTEGER" else _legacy_float
+        values: dict[str, Any] = {"min_value": number(param["minValue"], f"{where}.minValue"),
+                                  "max_value": number(param["maxValue"], f"{where}.maxValue")}
+    elif kind == "CATEGORICAL":
+        values = {"values": [str(v) for v in _legacy_list(param, "categoricalValues", where)]}
+    else:
+        values = {"values": [_legacy_float(v, f"{where}.discreteValues") for v in
+                             _legacy_list(param, "discreteValues", where)]}
+    result = Param(parameter_id=str(param["parameterName"]), **{field_name: values})
+    scale = _legacy_enum(param, "scaleType", ("NONE", *list(Scale.__members__)[1:]), where, default="NONE")
+    if scale != "NONE":
+        result.scale_type = Scale[scale]
+    return result
+
+
+def _to_legacy_param(param: Param, where: str) -> dict[str, Any]:
+    if param.conditional_parameter_specs:
+        raise SpecError(f"{where}.conditionalParameterSpecs", "AI Platform's hyperparameters cannot hold it")
+    out: dict[str, Any] = {"parameterName": param.parameter_id}
+    if "double_value_spec" in param:
+        out.update(type="DOUBLE", minValue=plain_number(param.double_value_spec.min_value),
+                   maxValue=plain_number(param.double_value_spec.max_value))
+    elif "integer_value_spec" in param:
+        out.update(type="INTEGER", minValue=int(param.integer_value_spec.min_value),
+                   maxValue=int(param.integer_value_spec.max_value))
+    elif "categorical_value_spec" in param:
+        out.update(type="CATEGORICAL", categoricalValues=list(param.categorical_value_spec.values))
+    else:
+        out.update(type="DISCRETE", discreteValues=[plain_number(v) for v in param.discrete_value_spec.values])
+    if param.scale_type:
+        out["scaleType"] = param.scale_type.name
+    return out
+
+
+def _legacy_mapping(data: Any, fields: set[str], where: str) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise SpecError(where, "must be a mapping")
+    for key in data:
+        if key not in fields:
+            raise SpecError(where, f"unknown field {key!r}")
+    return data
+
+
+def _legacy_enum(data: dict[str, Any], key: str, valid: Sequence[str], where: str, default: str = "",
+                 unset: str = "") -> str:
+    value = str(data.get(key) or default).upper()
+    if value == unset and default:
+        value = default
+    if value not in valid:
+        shown = f"invalid value {data.get(key)!r}" if data.get(key) else "required"
+        raise SpecError(f"{where}.{key}", f"{shown} (valid: {', '.join(valid)})")
+    return value
+
+
+def _legacy_list(data: dict[str, Any], key: str, where: str) -> list[Any]:
+    if not isinstance(data[key], list):
+        raise SpecError(f"{where}.{key}", "must be a list")
+    return data[key]
+
+
+def _legacy_float(value: Any, where: str) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise SpecError(where, f"not a number: {value!r}") from None
+
+
+def _legacy_int(value: Any, where: str) -> int:
+    number = _legacy_float(value, where)
+    if not number.is_integer():
+        raise SpecError(where, f"not a whole number: {value!r}")
+    return int(number)
+
+
+def _legacy_whole(data: dict[str, Any], key: str, default: int, where: str) -> int:
+    value = _legacy_int(data.get(key, default), f"{where}.{key}")
+    if value < 0:
+        raise SpecError(f"{where}.{key}", "must not be negative")
+    return value

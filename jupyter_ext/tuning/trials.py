@@ -22,7 +22,7 @@ from .params import plain_number
 def trial_base_job(resource: v1.HyperparameterTuningJob) -> JobSpec:
     """The tuning job's trialJobSpec as a JobSpec (before a trial's arguments are added)."""
     return JobSpec.load(v1.CustomJob(display_name=resource.display_name or "trial", job_spec=resource.trial_job_spec,
-                                     labels=dict(resource.labels)))
+                                     labels=dict(resource.labels), encryption_spec=resource.encryption_spec))
 
 
 def trial_job(base: JobSpec, params: dict[str, Any], trial_id: str | int) -> JobSpec:
@@ -36,7 +36,7 @@ def trial_job(base: JobSpec, params: dict[str, Any], trial_id: str | int) -> Job
         target.extend(args)
     suffix = f"-trial-{trial_id}"
     name = base.display_name[:MAX_NAME - len(suffix)] + suffix
-    return JobSpec(name, spec, dict(base.labels), base.legacy, base.source_dir)
+    return base.copy(display_name=name, spec=spec, tuning=None)
 
 
 def trial_args(params: dict[str, Any]) -> list[str]:

@@ -72,13 +72,37 @@ export interface IJobSummary {
   console_url: string;
 }
 
+/** Where jobs are listed from; Vertex AI's says whether it has more pages. */
+export interface IJobSource {
+  source: string;
+  parent: string;
+  /** Vertex AI only: the token of its next page, '' when there is none. */
+  next_page_token?: string;
+}
+
+/** Every local job and the first page of Vertex AI's (GET jobs). */
 export interface IJobList {
   jobs: IJobSummary[];
   truncated: boolean;
-  sources: { source: string; parent: string }[];
+  sources: IJobSource[];
   errors: { source: string; message: string }[];
   now: string;
 }
+
+/** A further page of Vertex AI's jobs (GET jobs?source=vertex&page_token=). */
+export interface IJobPage {
+  jobs: IJobSummary[];
+  next_page_token: string;
+  now: string;
+}
+
+/** The PyTorch variables of a replica, in the order they are shown. */
+export const PYTORCH_VARIABLES = [
+  'MASTER_ADDR',
+  'MASTER_PORT',
+  'WORLD_SIZE',
+  'RANK'
+] as const;
 
 /** One replica of a job and the environment Vertex AI gives it (GET jobs/<id>). */
 export interface IReplica {
@@ -90,6 +114,11 @@ export interface IReplica {
   address: string;
   TF_CONFIG: Record<string, unknown> | null;
   CLUSTER_SPEC: Record<string, unknown> | null;
+  /** null where the replica has none: evaluators and Reduction Server replicas have no rank */
+  MASTER_ADDR: string | null;
+  MASTER_PORT: string | null;
+  WORLD_SIZE: string | null;
+  RANK: string | null;
 }
 
 export interface IJobDetail {

@@ -30,7 +30,8 @@ namespace CommandIDs {
 }
 
 /** The cell the pool configurator command inserts and runs. */
-export const POOL_CELL = '%reload_ext jupyter_ext\npools = vertex_pools()\npools';
+export const POOL_CELL =
+  '%reload_ext jupyter_ext\npools = vertex_pools()\npools';
 
 /**
  * Insert the pool configurator cell into a notebook and run it: below the

@@ -16,6 +16,7 @@ import {
   ILogEntry,
   ILogPage,
   IReplica,
+  PYTORCH_VARIABLES,
   jobPath,
   requestAPI,
   withQuery
@@ -100,7 +101,7 @@ class LogView extends Widget {
   private _count = 0;
 }
 
-/** The TF_CONFIG tab: each replica's TF_CONFIG and CLUSTER_SPEC. */
+/** The TF_CONFIG tab: each replica's TF_CONFIG, PyTorch variables and CLUSTER_SPEC. */
 class EnvironmentView extends Widget {
   constructor() {
     super({ node: element('div', 'jp-VertexTrain-env') });
@@ -174,6 +175,7 @@ class EnvironmentView extends Widget {
       tfConfig.dataset.tfConfig = JSON.stringify(replica.TF_CONFIG);
     }
     section.appendChild(tfConfig);
+    section.appendChild(pytorchVariables(replica));
     const spec = element('details');
     spec.appendChild(element('summary', '', 'CLUSTER_SPEC'));
     spec.appendChild(
@@ -186,6 +188,26 @@ class EnvironmentView extends Widget {
     section.appendChild(spec);
     return section;
   }
+}
+
+/** MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK as `NAME=value` lines; a replica without a rank says so. */
+function pytorchVariables(replica: IReplica): HTMLElement {
+  const lines = PYTORCH_VARIABLES.filter(name => replica[name] !== null).map(
+    name => `${name}=${replica[name]}`
+  );
+  if (replica.RANK === null) {
+    lines.push(
+      `no RANK or WORLD_SIZE: ${replica.role.replace(/_/g, ' ')} replicas are not in the training cluster`
+    );
+  }
+  const block = element(
+    'pre',
+    'jp-VertexTrain-json jp-VertexTrain-pytorch',
+    lines.join('\n')
+  );
+  block.title = 'PyTorch variables';
+  block.dataset.rank = replica.RANK ?? '';
+  return block;
 }
 
 /** TF_CONFIG or CLUSTER_SPEC with its (long, shared) "job" elided. */

@@ -16,6 +16,7 @@ import {
 } from './format';
 import {
   IJobList,
+  IJobPage,
   IJobSummary,
   jobPath,
   requestAPI,
@@ -35,7 +36,9 @@ export interface IJobsPanelOptions {
 /**
  * The "Training Jobs" sidebar: every job, local and on Vertex AI, with its
  * display name, state, replica count, start time and duration, refreshed
- * every two seconds while it is visible.
+ * every two seconds while it is visible. Vertex AI's jobs come a page at a
+ * time: the first with every refresh, the next ones from "Load more Vertex AI
+ * jobs" (kept as loaded: older jobs, which rarely change).
  */
 export class JobsPanel extends SidePanel {
   constructor(options: IJobsPanelOptions) {
@@ -73,9 +76,13 @@ export class JobsPanel extends SidePanel {
     this._render();
   }
 
-  /** The jobs the panel shows now. */
+  /** The jobs the panel shows now, newest first. */
   get jobs(): ReadonlyArray<IJobSummary> {
-    return this._jobs;
+    const listed = new Set(this._jobs.map(jobKey));
+    return [
+      ...this._jobs,
+      ...this._moreJobs.filter(job => !listed.has(jobKey(job)))
+    ].sort(newestFirst);
   }
 
   /** Fetch the job list and redraw. */
@@ -85,6 +92,13 @@ export class JobsPanel extends SidePanel {
       this._jobs = list.jobs;
       this._errors = list.errors.map(e => `${e.source}: ${e.message}`);
       this._failure = '';
+      const vertex = list.sources.find(s => s.source === 'vertex');
+      if (!vertex) {
+        this._moreJobs = [];
+        this._nextPage = '';
+      } else if (!this._moreJobs.length && !this._loadingMore) {
+        this._nextPage = vertex.next_page_token ?? '';
+      }
     } catch (error) {
       this._failure = `Cannot list jobs: ${(error as Error).message}`;
     }
@@ -112,6 +126,28 @@ export class JobsPanel extends SidePanel {
     await this.refresh().catch(() => undefined);
   }
 
+  /** Fetch the next page of Vertex AI's jobs and add it to the list. */
+  async loadMore(): Promise<void> {
+    if (!this._nextPage || this._loadingMore) {
+      return;
+    }
+    this._loadingMore = true;
+    this._render();
+    try {
+      const page = await requestAPI<IJobPage>(
+        withQuery('jobs', { source: 'vertex', page_token: this._nextPage })
+      );
+      this._moreJobs = [...this._moreJobs, ...page.jobs];
+      this._nextPage = page.next_page_token;
+      this._moreFailure = '';
+    } catch (error) {
+      this._moreFailure = `Cannot load more Vertex AI jobs: ${(error as Error).message}`;
+    } finally {
+      this._loadingMore = false;
+    }
+    this._render();
+  }
+
   dispose(): void {
     if (this.isDisposed) {
       return;
@@ -128,10 +164,12 @@ export class JobsPanel extends SidePanel {
   private _render(): void {
     const body = this._body.node;
     body.replaceChildren();
-    for (const message of [this._failure, ...this._errors].filter(Boolean)) {
+    const messages = [this._failure, ...this._errors, this._moreFailure];
+    for (const message of messages.filter(Boolean)) {
       body.appendChild(element('div', 'jp-VertexTrain-error', message));
     }
-    if (!this._jobs.length) {
+    const jobs = this.jobs;
+    if (!jobs.length) {
       body.appendChild(
         element(
           'div',
@@ -139,13 +177,28 @@ export class JobsPanel extends SidePanel {
           'No training jobs yet. Run a %%vertex_train cell or `vtrain submit` to start one.'
         )
       );
-      return;
+    } else {
+      const list = element('ul', 'jp-VertexTrain-jobs');
+      for (const job of jobs) {
+        list.appendChild(this._row(job));
+      }
+      body.appendChild(list);
     }
-    const list = element('ul', 'jp-VertexTrain-jobs');
-    for (const job of this._jobs) {
-      list.appendChild(this._row(job));
+    if (this._nextPage) {
+      body.appendChild(this._loadMoreButton());
     }
-    body.appendChild(list);
+  }
+
+  private _loadMoreButton(): HTMLButtonElement {
+    const button = element(
+      'button',
+      'jp-Button jp-mod-styled jp-VertexTrain-loadMore',
+      this._loadingMore ? 'Loading Vertex AI jobs…' : 'Load more Vertex AI jobs'
+    );
+    button.disabled = this._loadingMore;
+    button.title = 'The next page of Vertex AI jobs, older than those shown';
+    button.addEventListener('click', () => void this.loadMore());
+    return button;
   }
 
   /** Two lines: name and state; replicas, start time, duration (and Cancel while it runs). */
@@ -215,7 +268,25 @@ export class JobsPanel extends SidePanel {
   private _openJob: (job: IJobSummary) => void;
   private _body: Widget;
   private _poll: Poll;
+  /** The last refresh's jobs: local ones and Vertex AI's first page. */
   private _jobs: IJobSummary[] = [];
+  /** Vertex AI's further pages, as "Load more" fetched them. */
+  private _moreJobs: IJobSummary[] = [];
+  /** The token of Vertex AI's next page; '' when there is none. */
+  private _nextPage = '';
+  private _loadingMore = false;
   private _errors: string[] = [];
   private _failure = '';
+  private _moreFailure = '';
+}
+
+/** By creation time, newest first (RFC 3339 UTC times sort as text). */
+function newestFirst(a: IJobSummary, b: IJobSummary): number {
+  const [x, y] = [a.create_time ?? '', b.create_time ?? ''];
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/** A job's identity across sources. */
+function jobKey(job: IJobSummary): string {
+  return `${job.source}/${job.id}`;
 }

@@ -1,6 +1,6 @@
 """The workbench in JupyterLab, in headless Chromium, as a user sees it: the magic and the pool
 configurator in a notebook, a local 3-replica job in the monitor and in the Training Jobs panel,
-its live log view with per-replica tabs and TF_CONFIG, and Cancel from the panel.
+its live log view with per-replica tabs, TF_CONFIG and the PyTorch variables, and Cancel from the panel.
 
 Screenshots of every step: tests/browser/output/<test name>/NN-step.png.
 """
@@ -130,6 +130,12 @@ def test_local_job_in_monitor_and_panel(page: Any, lab: Any, shot: Any) -> None:
     assert [(c["task"]["type"], c["task"]["index"]) for c in configs] == [("chief", 0), ("worker", 0), ("worker", 1)]
     assert len(configs[0]["cluster"]["worker"]) == 2 and configs[0]["job"]["workerPoolSpecs"]
     assert '"task": {' in env.locator(".jp-VertexTrain-tfConfig").first.inner_text()
+    # next to TF_CONFIG, each replica's PyTorch variables: ranks in replica order, the primary as master
+    pytorch = env.locator('.jp-VertexTrain-replicaEnv[data-replica="workerpool1-0"] .jp-VertexTrain-pytorch')
+    assert pytorch.get_attribute("data-rank") == "1"
+    lines = pytorch.inner_text().splitlines()
+    assert "RANK=1" in lines and "WORLD_SIZE=3" in lines, lines
+    assert f"MASTER_ADDR={configs[0]['cluster']['chief'][0].rsplit(':', 1)[0]}" in lines, lines
     shot("job-view-tf-config")
 
     # the same in JupyterLab's dark theme: the panel and the view use the theme's variables

@@ -160,8 +160,9 @@ _PROBE = LogLine("1970-01-01T00:00:00.000000Z", "stdout", "")
 
 def list_entries(sources: Iterable[tuple[str, str, Path, str | None]], *, filter_text: str = "",
                  order_by: str = "timestamp asc", page_size: int = DEFAULT_PAGE_SIZE,
-                 page_token: str = "") -> dict:
+                 page_token: str = "", visible_until: int | None = None) -> dict:
     """One page of `entries.list`: `{"entries": [...], "nextPageToken": ...}` (no token on the last page).
+    `visible_until` (ns): entries stamped later are not ingested yet (see `emulation`).
 
     `sources` are `(job_id, project, job_dir, trial)`. Ascending pages stream the files through
     heapq.merge and their token holds, per file, the offset to continue from; descending pages keep the
@@ -176,6 +177,8 @@ def list_entries(sources: Iterable[tuple[str, str, Path, str | None]], *, filter
     state = _decode(page_token, descending)
     files = [f for f in _files(sources, tree) if file_match(line_to_entry(f[0], f[1], f[3], 0, _PROBE, f[2]))]
     floor, ceiling = time_bound(tree, lower=True), time_bound(tree, lower=False)
+    if visible_until is not None:  # entries not ingested yet are not there
+        ceiling = visible_until if ceiling is None else min(ceiling, visible_until)
 
     def entry(key: Key, source: Source, line: LogLine) -> Entry:
         job_id, project, trial, task, _ = source

@@ -1,0 +1,107 @@
+"""Cloud behaviour the local service can put on, so what follows logs is tested the way
+Google will treat it, and a record of the requests it was sent.
+
+- `ReadQuota`: Cloud Logging limits `entries.list` per project (about 60 a
+  minute); beyond N requests in the last 60 seconds the service answers 429
+  RESOURCE_EXHAUSTED in Google's error shape, with the seconds until a request
+  is allowed again as `Retry-After`.
+- An ingestion delay: an entry becomes visible to `entries.list` only that many
+  seconds after it was written (Cloud Logging ingests with a delay), see
+  `visible_until`.
+- `RequestRecord`: every request as one JSON line (method, path, user agent,
+  status, and the body of a create), for tests and debugging.
+
+All are off unless the service is started with `--read-quota N`,
+`--ingestion-delay SECONDS` or `--record-requests`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Options:
+    read_quota: int = 0  # entries.list requests per minute and project; 0: no limit
+    ingestion_delay: float = 0.0  # seconds before a written entry can be read
+    record_requests: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_args(cls, args: Any) -> Options:
+        return cls(args.read_quota, args.ingestion_delay, args.record_requests)
+
+    def argv(self) -> list[str]:
+        """The service's command-line flags for these options."""
+        args = [f"--read-quota={self.read_quota}"] if self.read_quota else []
+        args += [f"--ingestion-delay={self.ingestion_delay:g}"] if self.ingestion_delay else []
+        return args + (["--record-requests"] if self.record_requests else [])
+
+
+def add_arguments(parser: Any, when: str = "") -> None:
+    """The service's flags for these options, on the service's and on `vtrain service`'s parser."""
+    parser.add_argument("--read-quota", type=int, default=0, metavar="N", help=f"{when}answer 429 RESOURCE_EXHAUSTED "
+                        "beyond N entries:list requests per minute and project, as Cloud Logging does")
+    parser.add_argument("--ingestion-delay", type=float, default=0.0, metavar="SECONDS", help=f"{when}log entries "
+                        "become readable that long after they were written, as in Cloud Logging")
+    parser.add_argument("--record-requests", action="store_true", help=f"{when}append every request to "
+                        "<data dir>/service/requests.jsonl (tests, debugging)")
+
+
+class ReadQuota:
+    """At most `per_minute` requests per project in any 60 seconds."""
+
+    def __init__(self, per_minute: int) -> None:
+        self.per_minute = per_minute
+        self._sent: dict[str, deque[float]] = {}
+        self._lock = threading.Lock()
+
+    def admit(self, project: str) -> float:
+        """0 when the request may go on, else the seconds until one may."""
+        now = time.monotonic()
+        with self._lock:
+            sent = self._sent.setdefault(project, deque())
+            while sent and now - sent[0] >= 60.0:
+                sent.popleft()
+            if len(sent) >= self.per_minute:
+                return max(0.001, 60.0 - (now - sent[0]))
+            sent.append(now)
+            return 0.0
+
+
+def quota_error(project: str, per_minute: int) -> dict[str, Any]:
+    """Cloud Logging's answer beyond the read quota (HTTP 429)."""
+    return {"error": {
+        "code": 429, "status": "RESOURCE_EXHAUSTED",
+        "message": ("Quota exceeded for quota metric 'Read requests' and limit 'Read requests per minute' of "
+                    f"service 'logging.googleapis.com' for consumer 'project:{project}'."),
+        "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "RATE_LIMIT_EXCEEDED",
+                     "domain": "googleapis.com",
+                     "metadata": {"quota_limit": "ReadRequestsPerMinutePerProject",
+                                  "quota_limit_value": str(per_minute), "service": "logging.googleapis.com"}}]}}
+
+
+def visible_until(ingestion_delay: float) -> int | None:
+    """The newest timestamp (ns) `entries.list` may show now, or None without a delay."""
+    return time.time_ns() - int(ingestion_delay * 1e9) if ingestion_delay else None
+
+
+class RequestRecord:
+    """Appends one JSON line per request to a file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+
+    def add(self, **fields: Any) -> None:
+        line = json.dumps({"time": time.time(), **fields}) + "\n"
+        with self._lock, open(self.path, "a") as out:
+            out.write(line)

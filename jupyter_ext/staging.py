@@ -1,0 +1,128 @@
+"""Trainer packages to and from Cloud Storage, as Vertex AI needs them for `pythonPackageSpec`.
+
+A job for Vertex AI names its packages by `gs://` URI. `stage_packages` turns
+every local package of a job (a trainer folder, an sdist, a wheel) into a file
+in the staging bucket and rewrites the URI; `download` fetches a `gs://` file
+back, which is how the local service runs a job whose packages are in a bucket.
+
+Everything goes through `google-cloud-storage`, so its conventions hold: with
+`STORAGE_EMULATOR_HOST` set it talks to that emulator (anonymously), otherwise
+to Cloud Storage with the target's credentials (default: the user's
+application-default credentials). Uploads are content-addressed
+(`<bucket>/vertex-workbench/packages/<sha256 prefix>/<file>`), so staging the
+same package again sends nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+from . import packaging
+from .errors import WorkbenchError
+
+if TYPE_CHECKING:
+    from .launch.target import Target
+    from .spec import JobSpec
+
+PREFIX = "vertex-workbench/packages"
+DISTRIBUTIONS = (".tar.gz", ".tgz", ".whl", ".zip")
+
+
+def split_uri(uri: str, where: str) -> tuple[str, str]:
+    """(bucket, object path) of `gs://bucket/path`; a one-line error naming `where` otherwise."""
+    parsed = urlparse(uri)
+    if parsed.scheme != "gs" or not parsed.netloc:
+        raise WorkbenchError(f"{where}: {uri!r} is not a Cloud Storage URI (gs://BUCKET/...)")
+    return parsed.netloc, parsed.path.lstrip("/")
+
+
+def is_local(uri: str) -> bool:
+    return urlparse(uri).scheme in ("", "file")
+
+
+def distribution(path: Path, where: str) -> tuple[str, bytes]:
+    """The file Vertex AI installs for a local package: an sdist or wheel as it is; a trainer
+    folder (a `trainer/` package, or `task.py` at its top) as an sdist whose install_requires are
+    its requirements.txt, as Vertex installs them (see `packaging.sdist`)."""
+    if path.is_file():
+        if not path.name.endswith(DISTRIBUTIONS):
+            raise WorkbenchError(f"{where}: {path.name} is not an sdist (.tar.gz) or a wheel (.whl)")
+        return path.name, path.read_bytes()
+    if path.is_dir():
+        return packaging.sdist(packaging.build_context(path))
+    raise WorkbenchError(f"{where}: {path} does not exist")
+
+
+def stage_packages(job: JobSpec, target: Target) -> JobSpec:
+    """`job` with every local packageUri uploaded to the target's staging bucket (relative paths are
+    relative to the job file's folder); a job without local packages comes back unchanged."""
+    result = job.copy()
+    base = job.source_dir or Path.cwd()
+    uploaded: dict[str, str] = {}
+    for pos, pool in result.pools:
+        if "python_package_spec" not in pool:
+            continue
+        uris = pool.python_package_spec.package_uris
+        for n, uri in enumerate(uris):
+            if not is_local(uri):
+                continue
+            where = f"workerPoolSpecs[{pos}].pythonPackageSpec.packageUris[{n}]"
+            if not target.staging_bucket:
+                raise WorkbenchError(f"{where}: {uri!r} is on this machine; give --staging-bucket gs://BUCKET to "
+                                     "upload it for Vertex AI")
+            if uri not in uploaded:
+                path = (base / urlparse(uri).path if uri.startswith("file:") else base / uri).resolve()
+                name, data = distribution(path, where)
+                uploaded[uri] = upload(data, name, target)
+            uris[n] = uploaded[uri]
+    return result
+
+
+def upload(data: bytes, name: str, target: Target) -> str:
+    """Put `data` in the staging bucket under a name made from its content; its gs:// URI."""
+    bucket_name, prefix = split_uri(target.staging_bucket, "--staging-bucket")
+    path = "/".join(p for p in (prefix.rstrip("/"), PREFIX, hashlib.sha256(data).hexdigest()[:16], name) if p)
+    blob = _client(target).bucket(bucket_name).blob(path)
+    from google.api_core.exceptions import NotFound
+
+    try:
+        if not blob.exists():
+            blob.upload_from_string(data, content_type="application/gzip")
+    except NotFound:
+        raise WorkbenchError(f"--staging-bucket: bucket {bucket_name} does not exist (create it with "
+                             f"`gcloud storage buckets create gs://{bucket_name} --location=REGION`)") from None
+    return f"gs://{bucket_name}/{path}"
+
+
+def download(uri: str, folder: Path, where: str) -> Path:
+    """A gs:// file fetched into `folder` (once: an existing copy is reused); the local path.
+    Uses the environment's Cloud Storage (STORAGE_EMULATOR_HOST, or the user's credentials)."""
+    bucket_name, path = split_uri(uri, where)
+    # a name safe on PYTHONPATH (the SDK's staged names hold ':')
+    local = folder / hashlib.sha256(uri.encode()).hexdigest()[:16] / re.sub(r"[^\w.-]", "_", Path(path).name)
+    if local.is_file():
+        return local
+    from google.api_core.exceptions import GoogleAPICallError
+    from google.auth.exceptions import GoogleAuthError
+
+    local.parent.mkdir(parents=True, exist_ok=True)
+    partial = local.with_name(local.name + ".partial")
+    try:
+        _client(None).bucket(bucket_name).blob(path).download_to_filename(str(partial))
+    except (GoogleAPICallError, GoogleAuthError) as exc:
+        partial.unlink(missing_ok=True)
+        raise WorkbenchError(f"{where}: cannot read {uri}: {getattr(exc, 'message', exc)}") from None
+    partial.rename(local)
+    return local
+
+
+def _client(target: Target | None) -> Any:
+    from google.cloud import storage
+
+    if target is None or target.local:
+        return storage.Client()  # the environment's: an emulator, or application-default credentials
+    return storage.Client(project=target.project, credentials=target.credentials)

@@ -1,0 +1,290 @@
+"""The Vertex AI path end to end, offline: the real google-cloud-aiplatform, -logging and -storage
+clients, the local service standing in for Vertex AI's endpoint (with `--record-requests`, so the
+bodies Vertex AI would get are seen), a Cloud Storage emulator, and the test registry for images.
+What differs from a run against Google is only the endpoint, the credentials and the emulator's
+address."""
+
+from __future__ import annotations
+
+import io
+import json
+import sys
+import tarfile
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+import yaml
+from google.cloud.aiplatform_v1 import types as v1
+
+from conftest import pool, vtrain
+from jupyter_ext import launch
+from jupyter_ext.service import daemon
+from jupyter_ext.service.emulation import Options
+
+CELL = """\
+import json, os, sys
+task = json.loads(os.environ["CLUSTER_SPEC"])["task"]
+print("cell on", task["type"], task["index"], "args", sys.argv[1:], flush=True)
+"""
+PREBUILT = "us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-17.py310:latest"
+
+
+@pytest.fixture(scope="module")
+def cloud(module_home: Path, gcs_emulator: Any, docker_services: Any) -> Iterator[dict[str, Any]]:
+    """The local service as Vertex AI's endpoint, started with Cloud Storage at the emulator and the
+    test Docker engine (its replicas read gs:// packages and pull images as Vertex AI's would), and
+    the SDK pointed at it with a project, a region and a token."""
+    from google.cloud import aiplatform
+    from google.cloud.aiplatform import initializer
+    from google.oauth2.credentials import Credentials
+
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in {**gcs_emulator.env(), "DOCKER_HOST": docker_services.engine_url}.items():
+            patch.setenv(name, value)
+        info = daemon.ensure_running(Options(record_requests=True))
+        token = module_home / "token-copy"
+        token.write_text(daemon.read_token())
+        aiplatform.init(project="my-project", location="us-central1", api_endpoint=info["endpoint"],
+                        api_transport="rest", credentials=Credentials(token=daemon.read_token()))
+        yield {**info, "token_file": str(token), "emulator": gcs_emulator, "docker": docker_services}
+        initializer.global_config.__init__()
+
+
+@pytest.fixture(autouse=True)
+def _workbench_home(module_home: Path) -> Path:
+    return module_home
+
+
+@pytest.fixture
+def bucket(cloud: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """A fresh bucket in the emulator, and the emulator in this process's environment."""
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage
+
+    for name, value in cloud["emulator"].env().items():
+        monkeypatch.setenv(name, value)
+    client = storage.Client(project="test", credentials=AnonymousCredentials())
+    yield client.bucket(cloud["emulator"].create_bucket("staging"))
+
+
+def _objects(bucket: Any) -> list[str]:
+    return [blob.name for blob in bucket.client.list_blobs(bucket.name)]
+
+
+def _created(since: int = 0) -> list[dict[str, Any]]:
+    """The bodies of every job the service was asked to create (after the first `since` requests)."""
+    path = daemon.runtime_dir() / "requests.jsonl"
+    lines = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+    return [json.loads(r["body"]) for r in lines[since:]
+            if r["method"] == "POST" and r["path"].endswith(("/customJobs", "/hyperparameterTuningJobs"))]
+
+
+def _request_count() -> int:
+    path = daemon.runtime_dir() / "requests.jsonl"
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def _sdist_members(bucket: Any, name: str) -> dict[str, bytes]:
+    data = bucket.blob(name).download_as_bytes()
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}  # type: ignore[union-attr]
+
+
+@pytest.fixture(scope="module")
+def ip(cloud: dict[str, Any], ipython: Any) -> Any:
+    return ipython
+
+
+def test_a_cell_goes_to_vertex_as_a_package_in_the_bucket_without_docker(ip: Any, bucket: Any,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:1")  # no engine: the cell must not need one
+    before = _request_count()
+    ip.run_cell_magic("vertex_train", f'--vertex --staging-bucket gs://{bucket.name} --workers 2 '
+                      f'--requirements pandas --args "--lr 0.1" job', CELL)
+    handle = ip.user_ns["job"]
+    monitor = ip.magics_manager.registry["VertexTrainMagics"].monitor
+    assert monitor.state == "JOB_STATE_SUCCEEDED", monitor.error
+    assert handle.target.project == "my-project" and not handle.target.local
+    texts = sorted(line.text for line in monitor.buffer.lines())
+    assert texts == [f"cell on workerpool{p} {i} args ['--lr', '0.1']" for p, i in ((0, 0), (1, 0), (1, 1))]
+    (sdist,) = _objects(bucket)
+    assert sdist.startswith("vertex-workbench/packages/") and sdist.endswith("/trainer-0.1.tar.gz")
+    members = _sdist_members(bucket, sdist)
+    assert b"install_requires=['pandas']" in members["trainer-0.1/setup.py"]  # as Vertex AI installs them
+    assert b"cell on" in members["trainer-0.1/trainer/task.py"]
+    (body,) = _created(before)
+    for spec in body["jobSpec"]["workerPoolSpecs"]:
+        package = spec["pythonPackageSpec"]
+        assert package["packageUris"] == [f"gs://{bucket.name}/{sdist}"]
+        assert package["executorImageUri"] == PREBUILT and package["pythonModule"] == "trainer.task"
+
+
+def test_a_cell_with_an_image_goes_through_the_registry(ip: Any, bucket: Any, cloud: dict[str, Any],
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    docker = cloud["docker"]
+    for name, value in docker.env().items():
+        monkeypatch.setenv(name, value)
+    before = _request_count()
+    repository = f"{docker.registry}/cloud-path/trainer"
+    ip.run_cell_magic("vertex_train", f"--vertex --staging-bucket gs://{bucket.name} --workers 1 "
+                      f"--image {repository} --base-image {docker.base_image} job", CELL)
+    monitor = ip.magics_manager.registry["VertexTrainMagics"].monitor
+    assert monitor.state == "JOB_STATE_SUCCEEDED", monitor.error
+    assert sorted(line.text for line in monitor.buffer.lines()) == [
+        "cell on workerpool0 0 args []", "cell on workerpool1 0 args []"]
+    (body,) = _created(before)
+    images = {spec["containerSpec"]["imageUri"] for spec in body["jobSpec"]["workerPoolSpecs"]}
+    assert len(images) == 1 and images.pop().startswith(repository + "@sha256:")  # pushed, named by digest
+    assert _objects(bucket) == []  # an image job uploads no package
+
+
+def test_the_sdks_from_local_script_runs_against_the_service(cloud: dict[str, Any], bucket: Any,
+                                                            tmp_path: Path, fast_sdk_polling: None) -> None:
+    from google.cloud import aiplatform
+    from google.cloud import logging as cloud_logging
+    from google.oauth2.credentials import Credentials
+
+    script = tmp_path / "train.py"
+    script.write_text(CELL)
+    job = aiplatform.CustomJob.from_local_script(display_name="from-local-script", script_path=str(script),
+                                                 container_uri=PREBUILT, replica_count=2, args=["--epochs", "1"],
+                                                 staging_bucket=f"gs://{bucket.name}")
+    job.run()
+    assert job.state.name == "JOB_STATE_SUCCEEDED"
+    (staged,) = _objects(bucket)
+    assert staged.endswith("aiplatform_custom_trainer_script-0.1.tar.gz")
+    logs = cloud_logging.Client(project="my-project", credentials=Credentials(token=daemon.read_token()),
+                                _use_grpc=False, client_options={"api_endpoint": cloud["endpoint"]})
+    job_id = job.resource_name.rsplit("/", 1)[1]
+    entries = list(logs.list_entries(filter_=launch.log_filter(job_id) + ' AND timestamp>="2020-01-01T00:00:00Z"'))
+    assert sorted(e.payload for e in entries) == ["cell on workerpool0 0 args ['--epochs', '1']",
+                                                  "cell on workerpool1 0 args ['--epochs', '1']"]
+
+
+def test_vtrain_submit_uploads_local_packages_and_rewrites_them(cloud: dict[str, Any], bucket: Any,
+                                                               tmp_path: Path) -> None:
+    (tmp_path / "pkg" / "trainer").mkdir(parents=True)
+    (tmp_path / "pkg" / "trainer" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "trainer" / "task.py").write_text(CELL)
+    package = {"executorImageUri": PREBUILT, "packageUris": ["pkg"], "pythonModule": "trainer.task"}
+    spec = tmp_path / "job.yaml"
+    spec.write_text(yaml.safe_dump({"workerPoolSpecs": [pool(1, containerSpec=None, pythonPackageSpec=package),
+                                                        pool(2, containerSpec=None, pythonPackageSpec=package)]}))
+    before = _request_count()
+    done = vtrain("submit", str(spec), "--project", "other-project", "--region", "europe-west4", "--staging-bucket",
+                  f"gs://{bucket.name}/runs", "--endpoint", cloud["endpoint"], "--access-token-file",
+                  cloud["token_file"], "--follow", timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "SUCCEEDED" in done.stdout and done.stdout.count("cell on") == 3
+    (staged,) = _objects(bucket)
+    assert staged.startswith("runs/vertex-workbench/packages/")
+    (body,) = _created(before)
+    uris = {uri for spec in body["jobSpec"]["workerPoolSpecs"] for uri in spec["pythonPackageSpec"]["packageUris"]}
+    assert uris == {f"gs://{bucket.name}/{staged}"}
+    # outputs go under the staging bucket, as the SDK names the folder
+    assert body["jobSpec"]["baseOutputDirectory"]["outputUriPrefix"].startswith(
+        f"gs://{bucket.name}/runs/aiplatform-custom-job-")
+
+
+@pytest.mark.parametrize("change, flags, field", [
+    ({}, ["--staging-bucket", "my-bucket"], "--staging-bucket"),
+    ({"baseOutputDirectory": {"outputUriPrefix": "/tmp/outputs"}}, [], "baseOutputDirectory.outputUriPrefix"),
+    ({"image": "localhost:5000/trainer:1"}, [], "workerPoolSpecs[0].containerSpec.imageUri"),
+    ({"image": "trainer:1"}, [], "workerPoolSpecs[0].containerSpec.imageUri"),
+    ({"command": [sys.executable, "train.py"]}, [], "workerPoolSpecs[0].containerSpec.command[0]"),
+    ({"package": "pkg"}, [], "workerPoolSpecs[0].pythonPackageSpec.packageUris[0]"),
+    ({"package": "gs://b/p.tar.gz", "executor": "python:3.11"}, [],
+     "workerPoolSpecs[0].pythonPackageSpec.executorImageUri"),
+], ids=["bucket", "outputs", "localhost-image", "unqualified-image", "local-command", "local-package",
+        "not-prebuilt"])
+def test_preflight_refuses_what_vertex_cannot_run_before_anything_is_sent(
+        cloud: dict[str, Any], bucket: Any, tmp_path: Path, change: dict[str, Any], flags: list[str],
+        field: str) -> None:
+    """Against Google's endpoint (no request leaves: the check comes first): one line naming the
+    field, exit 2, nothing uploaded, nothing created."""
+    body = pool(1, image=change.get("image", "us-docker.pkg.dev/p/r/trainer:1"), command=change.get("command"))
+    if "package" in change:
+        body = pool(1, containerSpec=None, pythonPackageSpec={
+            "executorImageUri": change.get("executor", PREBUILT), "packageUris": [change["package"]],
+            "pythonModule": "trainer.task"})
+    spec = tmp_path / "job.yaml"
+    spec.write_text(yaml.safe_dump({"workerPoolSpecs": [body], **{k: v for k, v in change.items()
+                                                                  if k == "baseOutputDirectory"}}))
+    before = _request_count()
+    done = vtrain("submit", str(spec), "--project", "p", "--region", "us-central1", *flags,
+                  env={"CLOUDSDK_AUTH_ACCESS_TOKEN_FILE": cloud["token_file"]})
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"vtrain: error: {field}: "), lines
+    assert "Traceback" not in done.stderr and _objects(bucket) == [] and _request_count() == before
+
+
+def test_the_magic_checks_before_it_builds_or_uploads(ip: Any, bucket: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With Google's endpoint (aiplatform.init without api_endpoint), an image only this machine has is
+    refused before anything is built; a bad staging bucket before anything is uploaded."""
+    from google.cloud.aiplatform import initializer
+    from IPython.core.error import UsageError
+
+    monkeypatch.setattr(initializer.global_config, "_api_endpoint", None)
+    monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:1")  # a build would fail differently
+    before = _request_count()
+    with pytest.raises(UsageError, match=r"workerPoolSpecs\[0\]\.containerSpec\.imageUri: 'localhost:5000/t' is "
+                                         "only on this machine"):
+        ip.run_cell_magic("vertex_train", "--vertex --image localhost:5000/t", CELL)
+    with pytest.raises(UsageError, match=r"--staging-bucket: 'bucket' is not a Cloud Storage URI"):
+        ip.run_cell_magic("vertex_train", "--vertex --staging-bucket bucket", CELL)
+    assert _objects(bucket) == [] and _request_count() == before
+
+
+def test_every_field_reaches_the_request_vertex_would_get(cloud: dict[str, Any]) -> None:
+    """aiplatform.init's encryption key, service account and network fill what the job leaves open;
+    the job's own fields reach the body unchanged; the body parses with unknown fields refused."""
+    from google.cloud import aiplatform
+    from google.cloud.aiplatform import initializer
+
+    saved = {name: getattr(initializer.global_config, f"_{name}")
+             for name in ("encryption_spec_key_name", "service_account", "network")}
+    key = "projects/my-project/locations/us-central1/keyRings/k/cryptoKeys/c"
+    aiplatform.init(encryption_spec_key_name=key, service_account="trainer@my-project.iam.gserviceaccount.com",
+                    network="projects/123/global/networks/default")
+    try:
+        job = {"displayName": "all-fields", "labels": {"team": "vision"},
+               "jobSpec": {"workerPoolSpecs": [pool(1, command=["python", "-c", "print('ok')"],
+                                                     image="us-docker.pkg.dev/p/r/t:1")],
+                           "scheduling": {"timeout": "3600s", "restartJobOnWorkerRestart": True},
+                           "network": "projects/123/global/networks/mine",
+                           "baseOutputDirectory": {"outputUriPrefix": "gs://out/run"}}}
+        before = _request_count()
+        handle = launch.submit(job, launch.Target.resolve(vertex=True))
+        assert handle.wait(60) == "JOB_STATE_SUCCEEDED"
+        (body,) = _created(before)
+    finally:
+        for name, value in saved.items():
+            setattr(initializer.global_config, f"_{name}", value)
+    sent = v1.CustomJob.from_json(json.dumps(body), ignore_unknown_fields=False)
+    assert sent.encryption_spec.kms_key_name == key
+    assert sent.labels == {"team": "vision"} and sent.display_name == "all-fields"
+    spec = sent.job_spec
+    assert spec.service_account == "trainer@my-project.iam.gserviceaccount.com"
+    assert spec.network == "projects/123/global/networks/mine"  # the job's own wins over aiplatform.init's
+    assert spec.scheduling.timeout.total_seconds() == 3600 and spec.scheduling.restart_job_on_worker_restart
+    assert spec.base_output_directory.output_uri_prefix == "gs://out/run"
+    assert spec.worker_pool_specs[0].container_spec.command[-1] == "print('ok')"
+
+
+def test_a_conditional_study_is_for_vertex_only_and_says_so(cloud: dict[str, Any]) -> None:
+    from jupyter_ext import tuning
+    from jupyter_ext.errors import ValidationError
+
+    study = tuning.study_spec("optimizer=categorical:adam,sgd", "accuracy:maximize")
+    study.parameters[0].conditional_parameter_specs = [{
+        "parameter_spec": {"parameter_id": "momentum", "double_value_spec": {"min_value": 0.1, "max_value": 0.9}},
+        "parent_categorical_values": {"values": ["sgd"]}}]
+    resource = launch.tuning_request([pool(1, code="pass")], study, max_trials=2)
+    with pytest.raises(ValidationError, match=r"conditionalParameterSpecs: Vertex AI runs conditional parameters, "
+                                              "the local service cannot"):
+        launch.submit_tuning(resource)
+    from jupyter_ext import validate
+
+    assert validate.tuning_problems(resource, local=False) == []  # Vertex AI takes it
