@@ -7,9 +7,12 @@ def load_ipython_extension(ipython):  # type: ignore[no-untyped-def]
     """`%load_ext jupyter_ext`: the magics, and `vertex_pools()` in the notebook's namespace."""
     import importlib.util
 
+    from . import waiting
     from .magics import VertexTrainMagics
 
-    ipython.register_magics(VertexTrainMagics)
+    magics = VertexTrainMagics(ipython)
+    ipython.register_magics(magics)
+    waiting.install(ipython, magics)
     if importlib.util.find_spec("ipywidgets") is None:  # the widgets need ipywidgets
         return
     from widgets import vertex_pools

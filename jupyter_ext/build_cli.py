@@ -1,11 +1,13 @@
 """`vtrain build`: package a trainer, build its image, optionally push it.
 
     vtrain build PATH [--image URI] [--base-image NAME] [--requirements FILE|PKG...] [--push]
+                 [--machine-type TYPE | --platform PLATFORM]
 
 PATH is a .py file, a trainer folder, or `-` for code on stdin. Progress is
 printed as it happens; the last line is the image reference (with its digest
-when pushed). Exit 0 when built (and pushed), 1 when the build or push failed,
-2 for a usage error.
+when pushed). The image is built for linux/amd64 unless `--machine-type` names an
+arm64 machine (A4X: `catalog.platform`) or `--platform` says otherwise. Exit 0 when
+built (and pushed), 1 when the build or push failed, 2 for a usage error.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import images, packaging
+from . import catalog, images, packaging
 from .errors import WorkbenchError
 
 USAGE_ERROR = 2
@@ -48,6 +50,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                    "workbench's data folder, builds/<name>-<content hash>)")
     b.add_argument("--sdist", metavar="DIR", help="also write the trainer as an sdist into DIR, for "
                    "pythonPackageSpec.packageUris")
+    target = b.add_mutually_exclusive_group()
+    target.add_argument("--machine-type", metavar="TYPE", help="build for the CPU architecture of this Vertex AI "
+                        "machine type (linux/arm64 for a4x-highgpu-4g)")
+    target.add_argument("--platform", choices=sorted(set(catalog.PLATFORMS.values())), help="the platform to "
+                        f"build for (default: {catalog.DEFAULT_PLATFORM})")
     b.add_argument("--engine", metavar="URL", help="Docker engine (default: DOCKER_HOST, else the local socket)")
     b.add_argument("--network", metavar="MODE", help="network of RUN steps during the build, e.g. host")
     b.add_argument("--quiet", action="store_true", help="print only the result")
@@ -57,6 +64,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def cmd_build(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
+    platform = _platform(args)
     source: packaging.Source = sys.stdin.read() if args.path == "-" else Path(args.path)
     requirements: Any = args.requirements
     if requirements and len(requirements) == 1 and _is_requirements_file(requirements[0]):
@@ -69,7 +77,7 @@ def cmd_build(args: argparse.Namespace, out: TextIO | None = None) -> int:
     try:
         result = images.build_and_push(ctx, image=args.image, push_image=args.push, context_dir=args.context_dir,
                                        engine=args.engine, network_mode=args.network, on_event=printer,
-                                       name=images.source_name(source))
+                                       name=images.source_name(source), platform=platform)
     except (images.BuildError, images.PushError, images.EngineError) as exc:
         printer.finish_line()
         print(f"vtrain: error: {exc}", file=sys.stderr, flush=True)
@@ -80,6 +88,14 @@ def cmd_build(args: argparse.Namespace, out: TextIO | None = None) -> int:
     else:
         print(f"vtrain: image {result.reference} ({result.image_id}; not pushed)", file=out, flush=True)
     return 0
+
+
+def _platform(args: argparse.Namespace) -> str:
+    if args.machine_type:
+        if catalog.machine(args.machine_type) is None:
+            raise WorkbenchError(f"--machine-type: {args.machine_type!r} is not a Vertex AI training machine type")
+        return catalog.platform(args.machine_type)
+    return args.platform or catalog.DEFAULT_PLATFORM
 
 
 def _is_requirements_file(value: str) -> bool:

@@ -13,18 +13,18 @@ A Reduction Server pool keeps its own image.
 
 from __future__ import annotations
 
-import copy
 import json
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from google.cloud.aiplatform_v1 import types as v1
 
-from . import catalog, cluster, packaging, paths, validate
+from . import catalog, cluster, cost, packaging, paths, validate
+from .environment import Runtime
 from .errors import WorkbenchError
-from .spec import JobSpec, pool_image
+from .spec import JobSpec
 
 
 @dataclass
@@ -99,27 +99,23 @@ def for_package(job: JobSpec, folder: Path, base_image: str, args: list[str]) ->
     """Every training pool runs the trainer package from `folder` as a Python package job on
     `base_image`, the prebuilt image the Dockerfile starts from."""
     result = job.copy()
-    for pool, env in _training_pools(result):
+    for _, pool in result.training_pools():
         pool.python_package_spec = v1.PythonPackageSpec(executor_image_uri=base_image, package_uris=[str(folder)],
-                                                        python_module=packaging.MODULE, args=args, env=env)
+                                                        python_module=packaging.MODULE, args=args, env=_env(pool))
     return result
 
 
 def for_image(job: JobSpec, image: str, args: list[str]) -> JobSpec:
     """Every training pool runs `image` (the image's ENTRYPOINT runs the trainer)."""
     result = job.copy()
-    for pool, env in _training_pools(result):
-        pool.container_spec = v1.ContainerSpec(image_uri=image, args=args, env=env)
+    for _, pool in result.training_pools():
+        pool.container_spec = v1.ContainerSpec(image_uri=image, args=args, env=_env(pool))
     return result
 
 
-def _training_pools(job: JobSpec) -> Iterator[tuple[v1.WorkerPoolSpec, list[v1.EnvVar]]]:
-    """The pools that run the trainer (not a Reduction Server), with their environment variables."""
-    for pos, pool in job.pools:
-        if pos == 2 and catalog.is_reduction_server_image(pool_image(pool)):
-            continue
-        spec = pool.container_spec if "container_spec" in pool else pool.python_package_spec
-        yield pool, list(spec.env)
+def _env(pool: v1.WorkerPoolSpec) -> list[v1.EnvVar]:
+    """A pool's environment variables, whichever spec it has now."""
+    return list((pool.container_spec if "container_spec" in pool else pool.python_package_spec).env)
 
 
 def with_job_dir(job: JobSpec, job_dir: str) -> JobSpec:
@@ -129,11 +125,15 @@ def with_job_dir(job: JobSpec, job_dir: str) -> JobSpec:
     return result
 
 
-def dry_run_text(job: JobSpec, context: packaging.BuildContext, style: str) -> str:
-    """What a dry run shows: the Dockerfile, the job as submitted, every replica's environment."""
+def dry_run_text(job: JobSpec, context: packaging.BuildContext, style: str, region: str) -> str:
+    """What a dry run shows: the Dockerfile, the job as submitted, what it costs per hour in `region`,
+    every replica's environment."""
     validate.check(job)
     parts = ["# Dockerfile", context.files["Dockerfile"].decode(), "# CustomJob (REST body)", job.dump("rest"),
+             f"# Cost per hour in {region}", cost.estimate(job, region).text(cost.spot_by_default(job)).rstrip(),
              f"# Per-replica environment ({style} addresses)"]
+    if style == "process":
+        parts.append(f"# {Runtime.here().describe()}")
     for replica in cluster.replicas(job, style=style):
         parts.append(f"## {replica.task_name} ({replica.role})")
         for key in ("TF_CONFIG", "CLUSTER_SPEC"):

@@ -14,7 +14,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any, Sequence
 
-from . import build_cli, states
+from . import build_cli, scheduling, states
 from .errors import WorkbenchError
 from .names import ADDRESS_STYLES, FORMATS
 
@@ -28,7 +28,13 @@ GCLOUD_COMMAND = "gcloud-command"  # `convert --to`: the `gcloud ai custom-jobs 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # `--` ends vtrain's arguments: what follows is a command to run (`vtrain shell JOB -- COMMAND`)
+    command = argv[argv.index("--") + 1:] if "--" in argv else []
+    args = parser.parse_args(argv[:len(argv) - len(command) - 1] if "--" in argv else argv)
+    if command and not hasattr(args, "command"):
+        parser.error("a command after -- is only for vtrain shell")
+    args.command = command
     if not getattr(args, "func", None):
         parser.print_help()
         return USAGE_ERROR
@@ -64,9 +70,23 @@ def _parser() -> argparse.ArgumentParser:
                  "SDK worker_pool_specs, or a legacy AI Platform trainingInput")
 
     v = sub.add_parser("validate", help="check a job against Vertex AI's rules",
-                       description="Check a job description; prints `ok` (exit 0) or one line per problem (exit 2).")
+                       description="Check a job description; prints `ok` (exit 0) or one line per problem (exit 2). "
+                                   "Notes (allowed, but worth knowing) go to stderr.")
     v.add_argument("spec", metavar="SPEC", help=spec_help)
+    v.add_argument("--region", metavar="REGION", help="also refuse what this Vertex AI region does not offer "
+                   "(machines, accelerators)")
     v.set_defaults(func=cmd_validate)
+
+    co = sub.add_parser("cost", help="estimate what a job costs per hour",
+                        description="Estimate the job's cost per hour, pool by pool, from the workbench's price "
+                                    "data (Compute Engine list prices of a dated copy, not Vertex AI's own: see the "
+                                    "README). What has no price is listed, never guessed.")
+    co.add_argument("spec", metavar="SPEC", help=spec_help)
+    co.add_argument("--region", metavar="REGION", help="the Vertex AI region (default: $CLOUD_ML_REGION, else "
+                    "us-central1)")
+    co.add_argument("--spot", action="store_true", help="Spot prices (the default for a job whose "
+                    "scheduling.strategy is SPOT)")
+    co.set_defaults(func=cmd_cost)
 
     i = sub.add_parser("inspect", help="show every replica's address and environment",
                        description="Show what every replica would get: address, role, TF_CONFIG, CLUSTER_SPEC, "
@@ -100,9 +120,12 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--job-dir", metavar="DIR", help="where logs and outputs go (default: the workbench's data "
                    "folder, jobs/<job id>)")
     r.add_argument("--name", metavar="NAME", help="display name (default: from the job)")
+    r.add_argument("--env", action="append", metavar="NAME[=VALUE]", help="an environment variable for every "
+                   "replica, repeatable (NAME alone: this environment's value); it goes into the job's env")
     r.add_argument("--backend", default="process", help="where replicas run: process (default) or docker "
                    "(containers on a per-job network; engine from DOCKER_HOST)")
     r.add_argument("--quiet", action="store_true", help="do not echo replica output (it is still in the logs)")
+    scheduling.add_arguments(r.add_argument_group("scheduling and access (the job's fields; see the README)"))
     r.set_defaults(func=cmd_run)
     build_cli.add_parser(sub)
 
@@ -111,10 +134,13 @@ def _parser() -> argparse.ArgumentParser:
                                    "on demand) by default, on Vertex AI with --project, --region and --staging-bucket.")
     s.add_argument("spec", metavar="SPEC", help=spec_help)
     s.add_argument("--name", metavar="NAME", help="display name (default: from the job)")
+    s.add_argument("--env", action="append", metavar="NAME[=VALUE]", help="an environment variable for every "
+                   "replica, repeatable (NAME alone: this environment's value); it goes into the job's env")
     s.add_argument("--backend", default="process", help="local replicas as: process (default) or docker")
     s.add_argument("--follow", action="store_true", help="stream the logs until the job ends; exit 0 SUCCEEDED, "
                    "1 FAILED, 130 CANCELLED")
     _target_flags(s, staging=True)
+    scheduling.add_arguments(s.add_argument_group("scheduling and access (the job's fields; see the README)"))
     s.set_defaults(func=cmd_submit)
 
     j = sub.add_parser("jobs", help="list jobs", description="List CustomJobs, newest first.")
@@ -130,6 +156,19 @@ def _parser() -> argparse.ArgumentParser:
     lg.add_argument("--follow", "-f", action="store_true", help="keep showing new lines until the job ends")
     _target_flags(lg)
     lg.set_defaults(func=cmd_logs)
+
+    sh = sub.add_parser("shell", help="open a shell in a running replica",
+                        usage="vtrain shell [-h] JOB [--replica TASK_NAME] [target flags] [-- COMMAND ...]",
+                        description="Open a shell (or run the COMMAND after --) in a replica of a running job "
+                                    "created with --enable-web-access: locally inside its container (docker backend) or in its "
+                                    "working folder with its exact environment (process backend); on Vertex AI, "
+                                    "print the replica's interactive-shell URI (webAccessUris).")
+    sh.add_argument("job", metavar="JOB", help="job ID or resource name")
+    sh.add_argument("--replica", metavar="TASK_NAME", default="workerpool0-0",
+                    help="the replica, e.g. workerpool1-0 (default: workerpool0-0, the primary)")
+    sh.set_defaults(command=[])  # after `--` (main): run it instead of an interactive shell; its exit code is ours
+    _target_flags(sh)
+    sh.set_defaults(func=cmd_shell)
 
     cn = sub.add_parser("cancel", help="cancel a job", description="Cancel a running job.")
     cn.add_argument("job", metavar="JOB", help="job ID or resource name")
@@ -154,6 +193,8 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--algorithm", choices=("random", "grid", "bayesian"), help="the search (default: Vertex AI's "
                    "Bayesian optimization, random search on this machine)")
     t.add_argument("--name", metavar="NAME", help="display name (default: from the job)")
+    t.add_argument("--env", action="append", metavar="NAME[=VALUE]", help="an environment variable for every "
+                   "replica, repeatable (NAME alone: this environment's value); it goes into the job's env")
     t.add_argument("--backend", default="process", help="local replicas as: process (default) or docker")
     t.add_argument("--no-wait", action="store_true", help="return once the tuning job is created")
     _target_flags(t, staging=True)
@@ -203,13 +244,19 @@ def _target(args: argparse.Namespace) -> Target:
                           backend=getattr(args, "backend", None), access_token_file=args.access_token_file)
 
 
-def _load(path: str, name: str | None = None) -> JobSpec:
+def _load(path: str, args: argparse.Namespace | None = None) -> JobSpec:
+    """The job in a file, with what the command line sets: `--name`, `--env` and the scheduling flags."""
+    from .environment import env_flags
     from .spec import JobSpec
 
     job = JobSpec.load(path)
-    if name:
-        job.display_name = name
-    return job
+    if args is None:
+        return job
+    if getattr(args, "name", None):
+        job.display_name = args.name
+    if getattr(args, "env", None):
+        job = job.with_env(env_flags(args.env))
+    return scheduling.from_args(job, args) if hasattr(args, "strategy") else job
 
 
 def _print_table(rows: Sequence[Sequence[str]]) -> None:
@@ -222,8 +269,20 @@ def _print_table(rows: Sequence[Sequence[str]]) -> None:
 def cmd_validate(args: argparse.Namespace) -> int:
     from . import validate
 
-    validate.check(_load(args.spec))
+    job = _load(args.spec)
+    for note in validate.notices(job, args.region):
+        print(f"vtrain: note: {note}", file=sys.stderr)
+    validate.check(job, args.region)
     print("ok")
+    return 0
+
+
+def cmd_cost(args: argparse.Namespace) -> int:
+    from . import cost
+    from .launch.target import resolve_region
+
+    job = _load(args.spec)
+    sys.stdout.write(cost.estimate(job, resolve_region(args.region)).text(args.spot or cost.spot_by_default(job)))
     return 0
 
 
@@ -265,6 +324,10 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         _print_env(reps[0])
     else:
         _print_replicas(job, reps, args.addresses)
+    if args.addresses == "process" and not args.json:
+        from .environment import Runtime
+
+        print(Runtime.here().describe())
     return 0
 
 
@@ -294,7 +357,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from . import validate
     from .runner import Supervisor
 
-    job = validate.check(_load(args.spec, args.name))
+    job = validate.check(_load(args.spec, args))
     lock = threading.Lock()
 
     def echo(task: str, _stream: str, _stamp: str, lines: list[str]) -> None:
@@ -322,9 +385,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
-    from .launch import submit
+    from .launch import preflight, submit
 
-    handle = submit(_load(args.spec), _target(args), display_name=args.name)
+    job, target = _load(args.spec, args), _target(args)
+    for note in preflight.notices(job, target):
+        print(f"vtrain: note: {note}", file=sys.stderr)
+    handle = submit(job, target, display_name=args.name)
     where = handle.console_url or "the local service"
     print(f"submitted {handle.name} ({where})")
     if not args.follow:
@@ -374,6 +440,21 @@ def _print_logs(handle: Any, replica: str | None, follow: bool) -> None:
     for record in handle.logs(replica=replica, follow=follow):
         stamp = record.timestamp.strftime("%H:%M:%S.%f")[:-3]
         print(f"{stamp} [{record.task_name}] {record.text}", flush=True)
+
+
+def cmd_shell(args: argparse.Namespace) -> int:
+    from . import replica_shell
+    from .launch import attach
+
+    handle = attach(args.job, _target(args))
+    if handle.target.local:
+        return replica_shell.run(handle.refresh(), args.replica, args.command)
+    uris = replica_shell.access(handle.refresh(), local=False)
+    if args.replica not in uris:
+        raise WorkbenchError(f"--replica: Vertex AI gives no shell for {args.replica} of {handle.name} "
+                             "(the job needs --enable-web-access and must be running)")
+    print(f"open in a browser: {uris[args.replica]}")
+    return 0
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
@@ -440,7 +521,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if resource is None:
         if not args.params or not args.metric:
             raise WorkbenchError("--params and --metric: both are needed unless SPEC is a HyperparameterTuningJob")
-        resource = tuning_request(_load(args.spec, args.name), tuning.study_spec(args.params, args.metric),
+        resource = tuning_request(_load(args.spec, args), tuning.study_spec(args.params, args.metric),
                                   max_trials=10)
     if args.params or args.metric:
         study = resource.study_spec

@@ -38,9 +38,16 @@ class UnknownBackendError(BackendError):
 
 
 class JobFailedError(WorkbenchError):
-    def __init__(self, job_id: str, state: str, detail: str) -> None:
-        self.job_id, self.state, self.detail = job_id, state, detail
-        super().__init__(f"job {job_id} {state}: {detail}")
+    """A job that ended FAILED or CANCELLED. In a notebook it fails the cell with its one line (no
+    frames: the failure is the job's, the cell did what it should), so "Run All" stops there."""
+
+    def __init__(self, job: str, state: str, detail: str) -> None:
+        self.job, self.state, self.detail = job, state, detail
+        super().__init__(f"{job} {state}: {detail}")
+
+    def _render_traceback_(self) -> list[str]:
+        """What IPython shows instead of a traceback."""
+        return [f"\x1b[0;31m{type(self).__name__}\x1b[0m: {self}"]
 
 
 class PackagingError(WorkbenchError):

@@ -86,7 +86,8 @@ def gcloud_command(job: JobSpec, region: str) -> str:
     # the key is the CustomJob's, not the CustomJobSpec's: no config file holds it, so it is always a flag
     kms = [f"--kms-key={job.encryption_spec.kms_key_name}"] if job.encryption_spec.kms_key_name else []
     flags += kms
-    lost += list(body)
+    lost += [f"{key}.{sub}" if isinstance(value, dict) else key for key, value in body.items()
+             for sub in (value if isinstance(value, dict) else [key])]
     lines = ["gcloud ai custom-jobs create"] + [shlex.quote(f) for f in flags]
     text = " \\\n  ".join(lines) + "\n"
     if lost:
@@ -130,13 +131,18 @@ def _pool_keys(pool: dict[str, Any], pos: int, shared: dict[str, list[str]], los
 
 
 # CustomJob(Spec) fields (SDK form) -> (where, keyword) in aiplatform.CustomJob(...) / .run(...)
+# (google-cloud-aiplatform 2.7: inspect.signature(CustomJob.__init__ / CustomJob.run))
 _SDK_ARGS = {"base_output_dir": ("init", "base_output_dir"), "labels": ("init", "labels"),
              "encryption_spec_key_name": ("init", "encryption_spec_key_name"),
              "persistent_resource_id": ("init", "persistent_resource_id"),
              "service_account": ("run", "service_account"), "network": ("run", "network"),
              "enable_web_access": ("run", "enable_web_access"), "tensorboard": ("run", "tensorboard")}
-_SCHEDULING_ARGS = {"restart_job_on_worker_restart": "restart_job_on_worker_restart",
-                    "disable_retries": "disable_retries"}
+# CustomJobSpec fields neither CustomJob() nor run() takes: the snippet sets them on `job.job_spec`
+_JOB_SPEC_FIELDS = ("enable_dashboard_access", "reserved_ip_ranges")
+# scheduling fields -> run() keyword; durations are whole seconds there
+_SCHEDULING_ARGS = {"timeout": "timeout", "max_wait_duration": "max_wait_duration",
+                    "restart_job_on_worker_restart": "restart_job_on_worker_restart",
+                    "disable_retries": "disable_retries", "strategy": "scheduling_strategy"}
 
 
 def sdk_code(job: JobSpec, region: str) -> str:
@@ -145,28 +151,45 @@ def sdk_code(job: JobSpec, region: str) -> str:
     pools = body.pop("worker_pool_specs")
     name = body.pop("display_name")
     init: dict[str, Any] = {}
-    run: dict[str, Any] = {}
+    run: dict[str, str] = {}  # keyword -> Python source of its value
     for key, (where, arg) in _SDK_ARGS.items():
         if key in body:
-            (init if where == "init" else run)[arg] = body.pop(key)
+            value = body.pop(key)
+            if where == "init":
+                init[arg] = value
+            else:
+                run[arg] = repr(value)
     scheduling = body.pop("scheduling", {})
-    if "timeout" in scheduling:
-        run["timeout"] = int(float(scheduling.pop("timeout").rstrip("s")))
     for key, arg in _SCHEDULING_ARGS.items():
-        if key in scheduling:
-            run[arg] = scheduling.pop(key)
+        if key not in scheduling:
+            continue
+        value = scheduling.pop(key)
+        if key == "strategy":
+            run[arg] = f"Scheduling.Strategy.{value}"
+        elif key in ("timeout", "max_wait_duration"):
+            run[arg] = repr(int(float(value.rstrip("s"))))
+        else:
+            run[arg] = repr(value)
+    spec_fields = {key: body.pop(key) for key in _JOB_SPEC_FIELDS if key in body}
     lost = list(body) + [f"scheduling.{k}" for k in scheduling]
-    lines = ["from google.cloud import aiplatform", "",
-             f"aiplatform.init(project={'YOUR_PROJECT'!r}, location={region!r}, staging_bucket={'gs://YOUR_BUCKET'!r})",
-             ""]
+    lines = ["from google.cloud import aiplatform"]
+    if "scheduling_strategy" in run:
+        lines.append("from google.cloud.aiplatform_v1.types import Scheduling")
+    lines += ["",
+              f"aiplatform.init(project={'YOUR_PROJECT'!r}, location={region!r}, staging_bucket={'gs://YOUR_BUCKET'!r})",
+              ""]
     if lost:
         lines.append(f"# Not set by this snippet: {', '.join(lost)} (see the config.yaml export)")
-    lines += ["aiplatform.CustomJob(", f"    display_name={name!r},", "    worker_pool_specs=["]
+    lines += ["job = aiplatform.CustomJob(", f"    display_name={name!r},", "    worker_pool_specs=["]
     lines += ["        " + pprint.pformat(p, width=100, sort_dicts=False).replace("\n", "\n        ") + ","
               for p in pools]
     lines.append("    ],")
     lines += [f"    {k}={v!r}," for k, v in init.items()]
-    lines.append(").run(" + ", ".join(f"{k}={v!r}" for k, v in run.items()) + ")")
+    lines.append(")")
+    if spec_fields:
+        lines.append("# CustomJob.run() has no argument for these: set them on the job's spec")
+        lines += [f"job.job_spec.{key} = {value!r}" for key, value in spec_fields.items()]
+    lines.append("job.run(" + ", ".join(f"{k}={v}" for k, v in run.items()) + ")")
     return "\n".join(lines) + "\n"
 
 

@@ -14,7 +14,10 @@ credential helpers (`docker-credential-*`, as `gcloud auth configure-docker`
 sets them up), read by the SDK; none is ever printed or put in an event.
 
 Builds use the engine's classic builder, whose stream reports steps and cache
-hits ("Step 3/6 : ...", "---> Using cache").
+hits ("Step 3/6 : ...", "---> Using cache"). Every build names its target platform
+(`platform`, default `linux/amd64`: Vertex AI's x86 machines) instead of taking the
+engine's own; `catalog.image_platform(job)` gives `linux/arm64` for A4X jobs, and such
+images get their own content tag (`<hash>-arm64`).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import packaging
+from .catalog import DEFAULT_PLATFORM
 from .errors import BuildError, EngineError, ImageError, PullError, PushError
 
 if TYPE_CHECKING:
@@ -179,8 +183,9 @@ def build(
     pull: bool = False,
     network_mode: str | None = None,
     labels: Mapping[str, str] | None = None,
+    platform: str = DEFAULT_PLATFORM,
 ) -> Iterator[Event]:
-    """Build `context` (a BuildContext, a {path: bytes} dict or a folder) and tag it.
+    """Build `context` (a BuildContext, a {path: bytes} dict or a folder) for `platform` and tag it.
 
     `tag`: one reference or several (the first is given to the builder, the
     others are added after). Yields BuildStep/BuildOutput/LayerProgress events
@@ -194,7 +199,7 @@ def build(
         kwargs = {"fileobj": io.BytesIO(packaging.context_tar(context)), "custom_context": True}
     try:
         stream = api.build(tag=tags[0], rm=True, forcerm=True, nocache=nocache, pull=pull, decode=True,
-                           network_mode=network_mode, labels=dict(labels or {}), **kwargs)
+                           network_mode=network_mode, labels=dict(labels or {}), platform=platform, **kwargs)
         parser = _BuildStream()
         for chunk in stream:
             yield from parser.feed(chunk)
@@ -417,16 +422,19 @@ class ImageResult:
     skipped: list[str] = field(default_factory=list)
 
 
-def image_tags(image: str | None, context: packaging.BuildContext, name: str = "trainer") -> list[str]:
-    """The content-hash tag of `image`'s repository, then the user's tag if `image` has one."""
+def image_tags(image: str | None, context: packaging.BuildContext, name: str = "trainer",
+               platform: str = DEFAULT_PLATFORM) -> list[str]:
+    """The content-hash tag of `image`'s repository (`-arm64` appended for a linux/arm64 build, so the
+    two builds of one context never share a tag), then the user's tag if `image` has one."""
     if image:
         repo, user_tag = split_ref(image)
         if user_tag and user_tag.startswith("sha256:"):
             raise ImageError(f"--image: {image} names a digest; give a repository, optionally with a tag")
     else:
         repo, user_tag = f"{LOCAL_REPOSITORY}/{_docker_name(name)}", None
-    tags = [f"{repo}:{context.tag}"]
-    if user_tag and user_tag != context.tag:
+    suffix = "" if platform == DEFAULT_PLATFORM else "-" + platform.rsplit("/", 1)[-1]
+    tags = [f"{repo}:{context.tag}{suffix}"]
+    if user_tag and user_tag != tags[0].rsplit(":", 1)[1]:
         tags.append(f"{repo}:{user_tag}")
     return tags
 
@@ -443,14 +451,16 @@ def build_trainer(
     engine: str | None = None,
     network_mode: str | None = None,
     on_event: OnEvent | None = None,
+    platform: str = DEFAULT_PLATFORM,
 ) -> ImageResult:
     """The one call: package `source` (cell text, a .py file or a folder) in the
     codelab's layout, write it to `context_dir` (default: the workbench's
-    builds/<name>-<content tag>), build it, and push every tag when `push_image`.
+    builds/<name>-<content tag>), build it for `platform`, and push every tag when `push_image`.
     Progress goes to `on_event`; errors are WorkbenchErrors with one-line messages."""
     ctx = packaging.build_context(source, requirements=requirements, base_image=base_image, gpu=gpu)
     return build_and_push(ctx, image=image, push_image=push_image, context_dir=context_dir, engine=engine,
-                          network_mode=network_mode, on_event=on_event, name=source_name(source))
+                          network_mode=network_mode, on_event=on_event, name=source_name(source),
+                          platform=platform)
 
 
 def source_name(source: packaging.Source) -> str:
@@ -478,20 +488,21 @@ def build_and_push(
     network_mode: str | None = None,
     on_event: OnEvent | None = None,
     name: str = "trainer",
+    platform: str = DEFAULT_PLATFORM,
 ) -> ImageResult:
-    """Write `ctx`, build it tagged by its content hash (plus `image`'s own tag),
+    """Write `ctx`, build it for `platform` tagged by its content hash (plus `image`'s own tag),
     and push every tag when `push_image`."""
     emit = on_event or (lambda _e: None)
     if push_image and not image:
         raise ImageError("--push needs --image REGISTRY/REPOSITORY[:TAG] (e.g. "
                          "us-central1-docker.pkg.dev/PROJECT/REPO/trainer)")
-    tags = image_tags(image, ctx, name)
+    tags = image_tags(image, ctx, name, platform)
     written = packaging.write_context(ctx, context_dir or default_context_dir(ctx, name))
     emit(ContextReady(str(written), ctx.digest, len(ctx.files), ctx.skipped))
     client = connect(engine)
     try:
         image_id = ""
-        for event in build(ctx, tags, client=client, network_mode=network_mode):
+        for event in build(ctx, tags, client=client, network_mode=network_mode, platform=platform):
             emit(event)
             if isinstance(event, Built):
                 image_id = event.image_id

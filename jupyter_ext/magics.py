@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator
 
 from IPython.core.error import UsageError
@@ -16,7 +17,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
-from . import catalog, states
+from . import catalog, environment, scheduling, states, waiting
 from .errors import WorkbenchError
 
 if TYPE_CHECKING:  # the client library loads when a magic first runs, not at %load_ext
@@ -24,6 +25,16 @@ if TYPE_CHECKING:  # the client library loads when a magic first runs, not at %l
     from .spec import JobSpec
 
 JOB_COLUMNS = ["id", "display_name", "state", "replicas", "create_time", "start_time", "end_time"]
+
+
+@dataclass
+class _Shown:
+    """A launched job the cell waits for: its handle, its live view and where that is displayed."""
+
+    handle: Any
+    view: Any  # a JobMonitor or TuningMonitor
+    display: Any  # the DisplayHandle (None outside a notebook)
+    stop_hint: str  # how to stop the job once the cell stopped waiting
 
 
 _TARGET_ARGUMENTS = [
@@ -36,6 +47,13 @@ _TARGET_ARGUMENTS = [
 def _target_arguments(func: Any) -> Any:
     for decorator in reversed(_TARGET_ARGUMENTS):
         func = decorator(func)
+    return func
+
+
+def _scheduling_arguments(func: Any) -> Any:
+    """The "Scheduling & access" flags, as `vtrain run/submit` have them (`scheduling.FLAGS`)."""
+    for key, (flag, _field, kwargs) in reversed(scheduling.FLAGS.items()):
+        func = argument(flag, dest=key, default=None, **kwargs)(func)
     return func
 
 
@@ -67,6 +85,9 @@ class VertexTrainMagics(Magics):
               "sklearn, xgboost (with a version, e.g. tf-cpu.2-17) or any image reference")
     @argument("--requirements", nargs="+", metavar="PKG", help="pip requirements of the trainer")
     @argument("--args", default="", metavar='"ARGS"', help="command-line arguments for the trainer, quoted")
+    @argument("--env", action="append", metavar="NAME[=VALUE]", help="an environment variable for every replica "
+              "(repeatable; NAME alone: this kernel's value); it goes into the job's env, so Vertex AI gets it too. "
+              "Nothing else of this machine's environment reaches a replica")
     @argument("--job-dir", metavar="DIR", help="base output directory (AIP_MODEL_DIR etc. go under it)")
     @argument("--local", action="store_true", help="run on this machine (the default)")
     @argument("--backend", default="process", choices=("process", "docker"),
@@ -88,20 +109,44 @@ class VertexTrainMagics(Magics):
               "fail (default 0: no limit)")
     @argument("--algorithm", choices=("random", "grid", "bayesian"), help="with --tune: the search (default: "
               "Vertex AI's Bayesian optimization, random search on this machine)")
+    @_scheduling_arguments
     @_target_arguments
     @cell_magic
     def vertex_train(self, line: str, cell: str) -> None:
         """Package this cell as the trainer, build it, launch it as a CustomJob, and show it live."""
         args = parse_argstring(self.vertex_train, line)
         with _user_errors():
-            self._train(args, cell)
+            shown = self._train(args, cell)
+        if shown is not None:
+            self._ended(shown, waiting.wait(shown.view))
 
-    def _train(self, args: Any, source: str) -> None:
+    async def vertex_train_async(self, line: str, cell: str) -> None:
+        """`%%vertex_train` in a kernel: the same, waiting so that the job's view stays live (see `waiting`)."""
+        args = parse_argstring(self.vertex_train, line)
+        with _user_errors():
+            shown = self._train(args, cell)
+        if shown is not None:
+            self._ended(shown, await waiting.wait_async(shown.view))
+
+    def _ended(self, shown: _Shown, finished: bool) -> None:
+        """After waiting: the final view kept in the notebook; a job that did not succeed fails the cell
+        (one line: the job, the replica, how it ended, its log). An interrupt left the job running."""
+        if not finished:
+            print(f"stopped waiting; the job goes on ({shown.stop_hint})")
+            return
+        if shown.display is not None:
+            shown.display.update(shown.view)  # the saved notebook keeps the final state and lines
+        failure = shown.handle.failure()
+        if failure is not None:
+            raise failure
+
+    def _train(self, args: Any, source: str) -> _Shown | None:
+        """Build and launch the cell's job; what to wait for, unless the run is a dry run or --no-wait."""
         from . import cell as cells
         from . import launch, packaging
 
         study = _study(args)
-        job = self._layout(args)
+        job = scheduling.from_args(self._layout(args).with_env(environment.env_flags(args.env)), args)
         if args.job_dir:
             job = cells.with_job_dir(job, args.job_dir)
         target = self._target(args)
@@ -114,32 +159,21 @@ class VertexTrainMagics(Magics):
             job = cells.for_image(job, args.image or f"<image built from {folder}>", trainer_args)
         else:
             launch.preflight.check(cells.for_image(job, args.image or "", trainer_args), target)  # before building
-            job = cells.for_image(job, self._build(args, context, folder, target), trainer_args)
+            job = cells.for_image(job, self._build(args, context, folder, target, job), trainer_args)
         if args.dry_run:
-            print(cells.dry_run_text(job, context, target.address_style), end="")
-            return
+            region = target.region if not target.local else launch.target.resolve_region(args.region)
+            print(cells.dry_run_text(job, context, target.address_style, region), end="")
+            return None
+        for note in launch.preflight.notices(job, target):
+            print(f"note: {note}")
         if study is not None:
-            self._tune(args, job, target, study)
-            return
+            return self._tune(args, job, target, study)
         handle = launch.submit(job, target)
-        if args.destination:
-            self.shell.user_ns[args.destination] = handle
         from widgets.monitor import JobMonitor
 
-        monitor = self.monitor = JobMonitor(handle)
-        shown = display(monitor, display_id=True)
-        if handle.console_url:
-            print(f"Vertex AI console: {handle.console_url}")
-        if not args.no_wait:
-            try:
-                monitor.wait()
-            except KeyboardInterrupt:
-                print(f"stopped waiting; the job goes on (%vertex_cancel {handle.id})")
-                return
-            if shown is not None:
-                shown.update(monitor)  # the saved notebook keeps the final state and lines
+        return self._show(args, handle, JobMonitor(handle), f"%vertex_cancel {handle.id}")
 
-    def _tune(self, args: Any, job: JobSpec, target: launch.Target, study: Any) -> None:
+    def _tune(self, args: Any, job: JobSpec, target: launch.Target, study: Any) -> _Shown | None:
         """`--tune`: a HyperparameterTuningJob whose trials run the job, shown live by a TuningMonitor."""
         from widgets.tuning import TuningMonitor
 
@@ -147,19 +181,19 @@ class VertexTrainMagics(Magics):
 
         handle = launch.submit_tuning(launch.tuning_request(job, study, max_trials=args.trials,
                                                             parallel=args.parallel, max_failed=args.max_failed), target)
-        if args.destination:
-            self.shell.user_ns[args.destination] = handle
         for note in tuning.notices(study):
             print(f"note: {note}")
-        monitor = self.monitor = TuningMonitor(handle)
-        display(monitor)
+        return self._show(args, handle, TuningMonitor(handle), handle.name)
+
+    def _show(self, args: Any, handle: launch.Handle, view: Any, stop_hint: str) -> _Shown | None:
+        """Give the user the handle and the live view; what to wait for unless --no-wait."""
+        if args.destination:
+            self.shell.user_ns[args.destination] = handle
+        self.monitor = view
+        shown = display(view, display_id=True)
         if handle.console_url:
             print(f"Vertex AI console: {handle.console_url}")
-        if not args.no_wait:
-            try:
-                monitor.wait()
-            except KeyboardInterrupt:
-                print(f"stopped waiting; the tuning job goes on ({handle.name})")
+        return None if args.no_wait else _Shown(handle, view, shown, stop_hint)
 
     def _layout(self, args: Any) -> JobSpec:
         from . import cell as cells
@@ -186,7 +220,7 @@ class VertexTrainMagics(Magics):
                                      staging_bucket=getattr(args, "staging_bucket", None),
                                      backend=None if args.vertex else getattr(args, "backend", None))
 
-    def _build(self, args: Any, context: Any, folder: Any, target: launch.Target) -> str:
+    def _build(self, args: Any, context: Any, folder: Any, target: launch.Target, job: JobSpec) -> str:
         from widgets.build import BuildProgress
 
         from . import images
@@ -197,7 +231,7 @@ class VertexTrainMagics(Magics):
         progress = BuildProgress()
         display(progress)
         result = images.build_and_push(context, image=args.image, push_image=bool(args.image), context_dir=folder,
-                                       on_event=progress.add)
+                                       on_event=progress.add, platform=catalog.image_platform(job))
         return result.reference
 
     # ---- line magics -------------------------------------------------------------

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
 
 from . import launch, paths, states
 from .service import daemon
@@ -38,13 +39,17 @@ def run_notebook(path: Path, output: Path | None = None, timeout: int = 600) -> 
     output.parent.mkdir(parents=True, exist_ok=True)
     service_was_running = daemon.status() is not None
     started = datetime.now(timezone.utc)
-    client = NotebookClient(book, timeout=timeout, kernel_name="python3", allow_errors=True,
+    # as "Run All": the first failing cell (a failed job fails its cell) stops the run
+    client = NotebookClient(book, timeout=timeout, kernel_name="python3",
                             resources={"metadata": {"path": str(path.parent.resolve())}})
+    stopped: list[str] = []
     try:
         client.execute()
+    except CellExecutionError as exc:  # a UsageError leaves no error output: say it from the reply
+        stopped.append(f"{exc.ename}: {exc.evalue}")
     finally:
         nbformat.write(book, output)
-    run = NotebookRun(output, errors=_errors(book))
+    run = NotebookRun(output, errors=_errors(book) or stopped)
     try:
         run.jobs = [_summary(job) for job in reversed(launch.list_jobs()) if job.create_time >= started]
     finally:

@@ -27,6 +27,11 @@ that can hold it:
   `maxWaitDuration` only applies to FLEX_START jobs), `scheduling.priority`,
   `tpuTfVersion`, and in `hyperparameters` `resumePreviousJobId` and
   `enableTrialEarlyStopping: true`. So are keys that are not AI Platform fields.
+- Scheduling and access fields (`scheduling.*`, `serviceAccount`, `network`, `reservedIpRanges`,
+  `enableWebAccess`, `enableDashboardAccess`, `tensorboard`, `persistentResourceId`, and a pool's
+  `reservationAffinity`) are CustomJobSpec fields, so every Vertex format holds them. Dumping to legacy
+  refuses, one line naming the field, those a trainingInput cannot hold (all but `timeout`,
+  `serviceAccount`, `network` and `enableWebAccess`).
 - A job with a study (`tuning`) dumps its trial job in the Vertex formats;
   `tuning_job()` is the HyperparameterTuningJob to send, and `legacy` holds both.
 """
@@ -39,7 +44,7 @@ import json
 import re
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import yaml
 from google.cloud.aiplatform_v1 import types as v1
@@ -82,6 +87,11 @@ _LEGACY_REFUSED = {
     "scheduling.priority": "Vertex AI has no job priority; remove it",
     "tpuTfVersion": "Vertex AI has no TPU TensorFlow version: the image brings its own; remove it",
 }
+# Vertex fields a trainingInput cannot hold: dumping such a job as legacy is refused, naming the field
+_NO_LEGACY = ("scheduling.strategy", "scheduling.maxWaitDuration", "scheduling.restartJobOnWorkerRestart",
+              "scheduling.disableRetries", "reservedIpRanges", "enableDashboardAccess", "tensorboard",
+              "persistentResourceId")
+_NO_LEGACY_MACHINE = ("reservationAffinity", "gpuPartitionSize")
 
 
 @dataclass
@@ -131,6 +141,22 @@ class JobSpec:
                  "tuning": None if self.tuning is None else v1.HyperparameterTuningJob.wrap(
                      copy.deepcopy(self.tuning._pb))}
         return dataclasses.replace(self, **{**fresh, **changes})
+
+    def training_pools(self) -> list[tuple[int, v1.WorkerPoolSpec]]:
+        """The pools that run the trainer: every pool but a Reduction Server's (it runs Google's image)."""
+        from . import catalog
+
+        return [(pos, pool) for pos, pool in self.pools
+                if not (pos == 2 and catalog.is_reduction_server_image(pool_image(pool)))]
+
+    def with_env(self, env: Mapping[str, str]) -> JobSpec:
+        """A copy whose training pools also set `env` (replacing variables of the same name)."""
+        result = self.copy()
+        for _, pool in result.training_pools():
+            spec = pool.container_spec if "container_spec" in pool else pool.python_package_spec
+            kept = [var for var in spec.env if var.name not in env]
+            spec.env = kept + [v1.EnvVar(name=name, value=value) for name, value in env.items()]
+        return result
 
     def custom_job_spec(self) -> v1.CustomJobSpec:
         """The CustomJobSpec Vertex would run: a legacy `jobDir` becomes `--job-dir`
@@ -504,6 +530,20 @@ def _legacy_pool(ti: dict[str, Any], role: str, mtype: str, count: int, master_i
     return pool
 
 
+def _check_legacy_dump(job: JobSpec) -> None:
+    """One SpecError naming the first field AI Platform's trainingInput has no equivalent for."""
+    why = "AI Platform's trainingInput has no equivalent; write the job as rest, gcloud or sdk instead"
+    body = message_to_dict(job.spec)  # default values (STANDARD unset, False, empty) are left out
+    for path in _NO_LEGACY:
+        head, _, leaf = path.rpartition(".")
+        if leaf in (body.get(head, {}) if head else body):
+            raise SpecError(path, why)
+    for pos, pool in enumerate(body.get("workerPoolSpecs", [])):
+        for key in _NO_LEGACY_MACHINE:
+            if key in pool.get("machineSpec", {}):
+                raise SpecError(f"workerPoolSpecs[{pos}].machineSpec.{key}", why)
+
+
 def _runtime_image(runtime: str, gpu: bool) -> str:
     """AI Platform runtime versions have no image; the workbench's choice is the
     prebuilt TensorFlow training image of the same version."""
@@ -512,6 +552,7 @@ def _runtime_image(runtime: str, gpu: bool) -> str:
 
 
 def _to_legacy(job: JobSpec) -> dict[str, Any]:
+    _check_legacy_dump(job)
     spec_pools = list(job.spec.worker_pool_specs) + [v1.WorkerPoolSpec()] * 4
     master = spec_pools[0]
     master_image = pool_image(master)

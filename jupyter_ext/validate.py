@@ -1,8 +1,12 @@
 """Every rule a job must follow, each failure one line that names the field path.
 
-`problems(job)` lists them all (the widgets show them live); `check(job)` raises
-`ValidationError` carrying them. Rules come from vertex-facts.md sections A, C, D
-and F; machine and accelerator facts come from the catalog.
+`problems(job, region=None)` lists them all (the widgets show them live); `check(job, region=None)`
+raises `ValidationError` carrying them. With a region, what that region does not offer is a problem
+too (`catalog.availability`). `notices(job, region=None)` lists what is allowed but worth a line:
+an accelerator past its end of support, a restricted or arm64 machine, a deprecated strategy, a
+region the catalog's data does not cover. Rules come from vertex-facts.md sections A, C, D and F and
+its issue 16 additions (scheduling, access, FLEX_START, Spot, MIG); machine, accelerator and region
+facts come from the catalog.
 
 A HyperparameterTuningJob has the same pair, `tuning_problems(resource)` and
 `check_tuning(resource)`: its counts, its study, and its trial job, checked with
@@ -12,13 +16,14 @@ the CustomJob rules.
 from __future__ import annotations
 
 import re
+from datetime import date, timedelta
 from typing import Iterator
 
 from google.cloud.aiplatform_v1 import types as v1
 
 from . import catalog
 from .errors import SpecError, ValidationError
-from .spec import JobSpec, is_empty_pool
+from .spec import JobSpec, is_empty_pool, pool_image
 
 MAX_NAME = 128
 MAX_POOLS = 4
@@ -30,17 +35,57 @@ _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _LEGACY_JOB_ID = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 _LABEL = re.compile(r"[a-z0-9_-]{0,64}")
 _LABEL_KEY = re.compile(r"[a-z][a-z0-9_-]{0,63}")
+_NETWORK = re.compile(r"projects/[^/]+/global/networks/[^/]+")
+_TENSORBOARD = re.compile(r"projects/[^/]+/locations/[^/]+/tensorboards/[^/]+")
+_SERVICE_ACCOUNT = re.compile(r"[^@\s]+@[^@\s]+")
+_MIG_PROFILE = re.compile(r"\d+g\.\d+gb")
+FLEX_START_MAX_TIMEOUT = timedelta(days=7)  # schedule-jobs-dws: "a maximum timeout of 7 days or less"
+_Strategy = v1.Scheduling.Strategy
+_Affinity = v1.ReservationAffinity.Type
+_DEPRECATED_STRATEGIES = {_Strategy.ON_DEMAND: "STANDARD", _Strategy.LOW_COST: "SPOT"}
 
 
-def check(job: JobSpec) -> JobSpec:
-    found = problems(job)
+def check(job: JobSpec, region: str | None = None) -> JobSpec:
+    found = problems(job, region)
     if found:
         raise ValidationError(found)
     return job
 
 
-def problems(job: JobSpec) -> list[str]:
-    return list(_job_rules(job))
+def problems(job: JobSpec, region: str | None = None) -> list[str]:
+    """Every rule the job breaks, one line each naming the field; with `region`, also what is not
+    offered there."""
+    found = list(_job_rules(job))
+    if region is not None:
+        found += _region_rules(job, region)
+    return found
+
+
+def notices(job: JobSpec, region: str | None = None) -> list[str]:
+    """What the job may do but is worth a line, naming the field (never a reason to refuse it)."""
+    found = []
+    strategy = job.spec.scheduling.strategy
+    if strategy in _DEPRECATED_STRATEGIES:
+        found.append(f"scheduling.strategy: {strategy.name} is deprecated; use {_DEPRECATED_STRATEGIES[strategy]}")
+    for pos, pool in job.pools:
+        ms, where = pool.machine_spec, f"workerPoolSpecs[{pos}].machineSpec"
+        accel = _accelerator_name(ms)
+        if accel and catalog.is_deprecated(accel):
+            when = catalog.end_of_support(accel)
+            ended = f"reached end of support on {when}" if when and date.fromisoformat(when) <= date.today() \
+                else f"reaches end of support on {when}" if when else "is past end of support"
+            found.append(f"{where}.acceleratorType: {catalog.accelerator_label(accel)} {ended}; choose another GPU")
+        machine = catalog.machine(ms.machine_type)
+        if machine is not None and machine.restricted:
+            found.append(f"{where}.machineType: {machine.name}: {machine.restricted}")
+        if machine is not None and machine.architecture != "x86_64":
+            found.append(f"{where}.machineType: {machine.name} has {machine.architecture} CPUs: its image must be "
+                         f"built for {catalog.platform(machine.name)} (vtrain build --machine-type {machine.name})")
+        if region is not None and region in catalog.training_regions():
+            known = catalog.availability(region, ms.machine_type, accel)
+            if known.status == "unknown":
+                found.append(f"{where}.{'acceleratorType' if accel else 'machineType'}: {known.reason}")
+    return found
 
 
 def _job_rules(job: JobSpec) -> Iterator[str]:
@@ -63,7 +108,8 @@ def _job_rules(job: JobSpec) -> Iterator[str]:
         if not is_empty_pool(pool):
             yield from _pool_rules(pool, f"workerPoolSpecs[{pos}]", pos)
     yield from _tpu_layout(job)
-    yield from _scheduling(job.spec.scheduling)
+    yield from _scheduling(job)
+    yield from _access_rules(job.spec)
 
 
 def _pool_rules(pool: v1.WorkerPoolSpec, where: str, pos: int) -> Iterator[str]:
@@ -111,12 +157,16 @@ def _machine_rules(ms: v1.MachineSpec, where: str) -> Iterator[str]:
         hint = f" (did you mean: {', '.join(close)})" if close else ""
         yield f"{where}.machineType: {name!r} is not a Vertex AI training machine type{hint}"
         return
-    # an unknown enum number parses as a plain int
-    accel = str(getattr(ms.accelerator_type, "name", int(ms.accelerator_type))) if ms.accelerator_type else ""
+    accel = _accelerator_name(ms)
     count = ms.accelerator_count
     if count and not accel:
         yield f"{where}.acceleratorCount: {count} needs an acceleratorType"
         return
+    if accel and (note := catalog.training_note(accel)):
+        yield f"{where}.acceleratorType: {accel}: {note}"
+        return
+    yield from _partition_rules(ms, accel, where)
+    yield from _reservation_rules(ms, where)
     if ms.tpu_topology or machine.tpu_topologies:
         yield from _topology_rules(machine, ms, accel, where)
         return
@@ -129,11 +179,42 @@ def _machine_rules(ms: v1.MachineSpec, where: str) -> Iterator[str]:
         valid = f"valid: {_choices(offered)}" if offered else "it takes no accelerators"
         yield f"{where}.acceleratorType: {accel} is not offered on {name} ({valid})"
         return
-    counts = offered[accel]
-    if count not in counts:
-        yield f"{where}.acceleratorCount: {count} is not offered for {accel} on {name} (valid: {', '.join(map(str, counts))})"
-    if ms.gpu_partition_size and count != 1:
-        yield f"{where}.acceleratorCount: must be 1 with gpuPartitionSize"
+    if not catalog.is_valid_count(name, accel, count):
+        yield (f"{where}.acceleratorCount: {count} is not offered for {accel} on {name} "
+               f"(valid: {catalog.count_rule(name, accel)})")
+
+
+def _accelerator_name(ms: v1.MachineSpec) -> str:
+    # an unknown enum number parses as a plain int
+    return str(getattr(ms.accelerator_type, "name", int(ms.accelerator_type))) if ms.accelerator_type else ""
+
+
+def _partition_rules(ms: v1.MachineSpec, accel: str, where: str) -> Iterator[str]:
+    """gpuPartitionSize (MIG): a profile such as 1g.10gb, of one GPU that has MIG partitions."""
+    size = ms.gpu_partition_size
+    if not size:
+        return
+    mig = [catalog.accelerator_label(a) for a in catalog.accelerator_names() if catalog.supports_mig(a)]
+    if not _MIG_PROFILE.fullmatch(size):
+        yield f"{where}.gpuPartitionSize: {size!r} is not a MIG profile such as 1g.10gb"
+    elif not catalog.supports_mig(accel):
+        yield (f"{where}.gpuPartitionSize: {accel or 'a pool without a GPU'} has no MIG partitions "
+               f"(GPUs with MIG: {', '.join(mig)})")
+    elif ms.accelerator_count != 1:
+        yield f"{where}.acceleratorCount: must be 1 with gpuPartitionSize (one GPU is partitioned), not {ms.accelerator_count}"
+
+
+def _reservation_rules(ms: v1.MachineSpec, where: str) -> Iterator[str]:
+    if "reservation_affinity" not in ms:
+        return
+    affinity, at = ms.reservation_affinity, f"{where}.reservationAffinity"
+    kind = affinity.reservation_affinity_type
+    if kind == _Affinity.SPECIFIC_RESERVATION and not (affinity.key and affinity.values):
+        yield f"{at}: SPECIFIC_RESERVATION needs key and values (the reservation's full name)"
+    elif kind != _Affinity.SPECIFIC_RESERVATION and (affinity.key or affinity.values):
+        yield f"{at}: key and values only apply with SPECIFIC_RESERVATION"
+    elif kind == _Affinity.TYPE_UNSPECIFIED:
+        yield f"{at}.reservationAffinityType: required (NO_RESERVATION, ANY_RESERVATION or SPECIFIC_RESERVATION)"
 
 
 def _topology_rules(machine: catalog.Machine, ms: v1.MachineSpec, accel: str, where: str) -> Iterator[str]:
@@ -170,9 +251,89 @@ def _env_rules(env: list[v1.EnvVar], where: str) -> Iterator[str]:
             yield f"{where}[{n}].name: {var.name!r} is not a valid variable name"
 
 
-def _scheduling(scheduling: v1.Scheduling) -> Iterator[str]:
+def _scheduling(job: JobSpec) -> Iterator[str]:
+    scheduling = job.spec.scheduling
+    strategy = scheduling.strategy
     if "timeout" in scheduling and scheduling.timeout.total_seconds() <= 0:
         yield "scheduling.timeout: must be positive"
+    if "max_wait_duration" in scheduling:
+        if scheduling.max_wait_duration.total_seconds() < 0:
+            yield "scheduling.maxWaitDuration: must not be negative (0 waits for ever)"
+        elif strategy != _Strategy.FLEX_START:
+            yield (f"scheduling.maxWaitDuration: only used with strategy FLEX_START "
+                   f"(this job: {strategy.name if strategy else 'STANDARD'})")
+    if strategy == _Strategy.FLEX_START:
+        yield from _flex_start_rules(job)
+    elif strategy == _Strategy.SPOT:
+        for pos, pool in job.pools:
+            ms = pool.machine_spec
+            if catalog.is_tpu_pod(ms.machine_type, ms.accelerator_count, ms.tpu_topology):
+                yield (f"scheduling.strategy: SPOT is not offered for TPU Pods "
+                       f"(workerPoolSpecs[{pos}] is a {_describe(ms)} Pod)")
+
+
+def _flex_start_rules(job: JobSpec) -> Iterator[str]:
+    """Dynamic Workload Scheduler (schedule-jobs-dws): its GPUs only, one machine configuration for
+    every pool, a timeout of at most 7 days."""
+    if not job.pools:
+        return
+    first_pos, first = job.pools[0]
+    config = _configuration(first.machine_spec)
+    accel = catalog.implied_accelerator(first.machine_spec.machine_type, config[1])
+    if accel not in catalog.flex_start_accelerators():
+        names = ", ".join(catalog.accelerator_label(a) for a in catalog.flex_start_accelerators())
+        yield (f"workerPoolSpecs[{first_pos}].machineSpec.acceleratorType: FLEX_START (scheduling.strategy) takes "
+               f"{names}; this pool has {accel or 'no accelerator'}")
+    for pos, pool in job.pools[1:]:
+        if _configuration(pool.machine_spec) != config:
+            reducer = " (so no Reduction Server pool)" if pos == 2 and catalog.is_reduction_server_image(
+                pool_image(pool)) else ""
+            yield (f"workerPoolSpecs[{pos}].machineSpec: FLEX_START (scheduling.strategy) runs every pool on the "
+                   f"machine configuration of workerPoolSpecs[{first_pos}] ({_describe(first.machine_spec)}), not "
+                   f"{_describe(pool.machine_spec)}{reducer}")
+    timeout = job.spec.scheduling.timeout if "timeout" in job.spec.scheduling else None
+    if timeout is not None and timeout > FLEX_START_MAX_TIMEOUT:
+        yield f"scheduling.timeout: at most 7 days with FLEX_START (this job: {timeout.total_seconds():g}s)"
+
+
+def _configuration(ms: v1.MachineSpec) -> tuple[str, str, int]:
+    return ms.machine_type, _accelerator_name(ms), ms.accelerator_count
+
+
+def _describe(ms: v1.MachineSpec) -> str:
+    """E.g. "a2-highgpu-1g with 1 x NVIDIA_TESLA_A100", "cloud-tpu with 32 x TPU_V3", "ct5lp-hightpu-4t 4x4"."""
+    accel = _accelerator_name(ms)
+    text = ms.machine_type + (f" with {ms.accelerator_count} x {accel}" if accel else "")
+    return text + (f" {ms.tpu_topology}" if ms.tpu_topology else "")
+
+
+def _access_rules(spec: v1.CustomJobSpec) -> Iterator[str]:
+    if spec.service_account and not _SERVICE_ACCOUNT.fullmatch(spec.service_account):
+        yield f"serviceAccount: {spec.service_account!r} is not a service account email"
+    if spec.network and not _NETWORK.fullmatch(spec.network):
+        yield f"network: {spec.network!r} is not a network name (projects/PROJECT_NUMBER/global/networks/NAME)"
+    if spec.reserved_ip_ranges and not spec.network:
+        yield "reservedIpRanges: needs network (the ranges are reserved in that VPC network)"
+    if spec.tensorboard:
+        if not _TENSORBOARD.fullmatch(spec.tensorboard):
+            yield (f"tensorboard: {spec.tensorboard!r} is not a TensorBoard resource name "
+                   "(projects/PROJECT/locations/REGION/tensorboards/ID)")
+        if not spec.service_account:
+            yield "serviceAccount: required with tensorboard (the replicas write to it as that account)"
+
+
+def _region_rules(job: JobSpec, region: str) -> list[str]:
+    """What `region` does not offer (catalog.availability); unknown is allowed (see notices)."""
+    if region not in catalog.training_regions():
+        return [f"region: {catalog.unavailable(region, catalog.DEFAULT_MACHINE)}"]
+    found = []
+    for pos, pool in job.pools:
+        ms = pool.machine_spec
+        accel = _accelerator_name(ms)
+        if reason := catalog.unavailable(region, ms.machine_type, accel):
+            field = "acceleratorType" if accel else "machineType"
+            found.append(f"workerPoolSpecs[{pos}].machineSpec.{field}: {reason}")
+    return found
 
 
 def _name_rules(name: str) -> Iterator[str]:

@@ -149,7 +149,8 @@ def job_status(job_dir: Path) -> dict:
 
 def log_lines(job_dir: Path, task: str) -> list[tuple[str, str, str]]:
     """A replica's log file as the runner writes it: (timestamp, stream, text) for each line."""
-    lines = (job_dir / "logs" / f"{task}.log").read_text().splitlines()
+    # split on "\n" alone: a line may hold "\r" (progress bars), which read_text() would turn into line ends
+    lines = (job_dir / "logs" / f"{task}.log").read_bytes().decode().split("\n")[:-1]
     return [tuple(line.split(" ", 2)) for line in lines]  # type: ignore[misc]
 
 

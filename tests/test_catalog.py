@@ -4,6 +4,7 @@ import pytest
 from google.cloud.aiplatform_v1.types import AcceleratorType
 
 from jupyter_ext import catalog
+from jupyter_ext.errors import WorkbenchError
 from jupyter_ext.spec import JobSpec
 
 # vertex-facts.md D2, copied verbatim (brace lists expanded below).
@@ -184,3 +185,87 @@ def test_reduction_server_images():
 
 def test_the_data_names_only_accelerators_the_api_knows() -> None:
     assert catalog.data_problems() == []
+
+
+# ---- issue 16: the catalog as Vertex AI has it today ------------------------------------------------------
+
+def test_tpu7x_has_its_host_sizes_and_says_it_is_restricted():
+    m = catalog.machine("tpu7x-standard-4t")
+    assert (m.vcpus, m.memory_gb) == (224, 960)
+    assert m.restricted and m.label == "tpu7x-standard-4t — 224 vCPU, 960 GB (restricted)"
+
+
+def test_p100_is_past_its_end_of_support():
+    assert catalog.is_deprecated("NVIDIA_TESLA_P100") and catalog.end_of_support("NVIDIA_TESLA_P100") == "2026-09-15"
+    assert catalog.end_of_support("NVIDIA_TESLA_T4") == ""
+
+
+def test_tpu_v4_pod_has_no_training_machine():
+    assert not any("TPU_V4_POD" in catalog.valid_accelerators(m.name) or "TPU_V4_POD" in m.tpu_accelerator_optional
+                   for m in catalog.machines())
+    assert catalog.training_note("TPU_V4_POD").startswith("no Vertex AI training machine type takes it")
+    assert catalog.training_note("TPU_V3") == ""
+
+
+@pytest.mark.parametrize("accelerator,count,ok", [
+    ("TPU_V2", 8, True), ("TPU_V2", 16, False), ("TPU_V2", 32, True), ("TPU_V2", 48, False), ("TPU_V2", 96, True),
+    ("TPU_V3", 8, True), ("TPU_V3", 16, False), ("TPU_V3", 32, True), ("TPU_V3", 48, True), ("TPU_V3", 2048, True),
+])
+def test_cloud_tpu_counts(accelerator, count, ok):
+    """v2: 8 or multiples of 32; v3: 8, or 32 and more (vertex-facts D4)."""
+    assert catalog.is_valid_count("cloud-tpu", accelerator, count) is ok
+    assert catalog.count_rule("cloud-tpu", "TPU_V2") == "8, or a multiple of 32"
+    assert catalog.count_rule("cloud-tpu", "TPU_V3") == "8, or 32 and more"
+
+
+def test_bandwidth_of_the_families_that_lacked_it():
+    """2 Gbps per vCPU, capped per family (catalog.json `families`)."""
+    assert catalog.egress_gbps("a2-highgpu-1g") == 24  # 12 vCPU
+    assert catalog.egress_gbps("a2-highgpu-8g") == 100  # capped
+    assert catalog.egress_gbps("a3-highgpu-8g") == 200
+    assert catalog.egress_gbps("g2-standard-4") == 8
+    assert catalog.egress_gbps("e2-standard-32") == 16
+    assert catalog.egress_gbps("n4-standard-80") == 50
+    assert catalog.egress_gbps("ct5lp-hightpu-4t") is None and catalog.egress_gbps("g4-standard-48") is None
+    a100 = JobSpec.load("workerPoolSpecs: [{machineSpec: {machineType: a2-highgpu-8g, acceleratorType: "
+                        "NVIDIA_TESLA_A100, acceleratorCount: 8}, replicaCount: 1, containerSpec: {imageUri: i}}]")
+    assert catalog.reducer_suggestion(a100)[0] == 4  # 100 Gbps / 32: no longer "bandwidth unknown"
+
+
+def test_every_family_has_an_architecture_and_a4x_is_arm64():
+    assert {m.family for m in catalog.machines()} <= set(catalog._data()["families"])
+    assert catalog.machine("a4x-highgpu-4g").architecture == "arm64"
+    assert catalog.platform("a4x-highgpu-4g") == "linux/arm64"
+    assert catalog.platform("n1-standard-4") == catalog.DEFAULT_PLATFORM == "linux/amd64"
+
+
+def test_the_platform_of_a_job():
+    def job(*machines):
+        pools = ", ".join(f"{{machineSpec: {{machineType: {m}}}, replicaCount: 1, containerSpec: {{imageUri: {img}}}}}"
+                          for m, img in machines)
+        return JobSpec.load(f"workerPoolSpecs: [{pools}]")
+
+    reducer = catalog.reduction_server_image()
+    assert catalog.image_platform(job(("n1-standard-4", "i"), ("n1-standard-4", "i"))) == "linux/amd64"
+    assert catalog.image_platform(job(("a4x-highgpu-4g", "i"), ("a4x-highgpu-4g", "i"),
+                                      ("n1-highcpu-16", reducer))) == "linux/arm64"  # reducers run Google's image
+    with pytest.raises(WorkbenchError, match=r"^machineSpec.machineType: one trainer image cannot run on two CPU "
+                                             r"architectures \(workerPoolSpecs\[0\] linux/arm64, workerPoolSpecs\[1\] "
+                                             r"linux/amd64\)"):
+        catalog.image_platform(job(("a4x-highgpu-4g", "i"), ("n1-standard-4", "i")))
+
+
+def test_training_regions_and_what_they_offer():
+    regions = catalog.training_regions()
+    assert len(regions) == 39 and "us-central1" in regions and "europe-west4" in regions
+    assert catalog.availability("us-central1", "a3-highgpu-8g").status == "offered"
+    assert catalog.availability("us-west2", "a3-highgpu-8g").status == "unavailable"
+    assert catalog.availability("us-west2", "n1-standard-8", "NVIDIA_TESLA_T4").status == "offered"
+    assert catalog.availability("us-west2", "n1-standard-8", "NVIDIA_TESLA_V100").status == "unavailable"
+    assert catalog.availability("us-west2", "n1-standard-8").status == "offered"  # CPU machines: everywhere
+    assert catalog.availability("europe-west4", "a3-highgpu-8g").status == "unknown"  # no data for the region
+    assert catalog.availability("us-central1", "a4-highgpu-8g").status == "unknown"  # B200: newer than the data
+    assert catalog.availability("us-west4", "a3-highgpu-1g").status == "unknown"  # sources disagree
+    assert catalog.availability("us-central1", "ct6e-standard-4t").status == "unknown"
+    assert catalog.unavailable("us-central1", "a3-highgpu-8g") is None
+    assert "us-west2" in catalog.unavailable("us-west2", "a3-highgpu-8g")

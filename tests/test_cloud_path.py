@@ -273,6 +273,53 @@ def test_every_field_reaches_the_request_vertex_would_get(cloud: dict[str, Any])
     assert spec.worker_pool_specs[0].container_spec.command[-1] == "print('ok')"
 
 
+SCHEDULING_FLAGS = ["--strategy", "SPOT", "--timeout", "90m", "--disable-retries", "--service-account",
+                    "trainer@my-project.iam.gserviceaccount.com", "--network", "projects/123/global/networks/vpc",
+                    "--reserved-ip-ranges", "range-a,range-b", "--enable-web-access", "--enable-dashboard-access",
+                    "--tensorboard", "projects/my-project/locations/us-central1/tensorboards/42",
+                    "--reservation", "projects/my-project/zones/us-central1-a/reservations/r1",
+                    "--persistent-resource-id", "pool-1"]
+
+
+def test_scheduling_and_access_flags_reach_the_request_unchanged(cloud: dict[str, Any], tmp_path: Path) -> None:
+    spec = tmp_path / "job.yaml"
+    spec.write_text(yaml.safe_dump({"workerPoolSpecs": [pool(1, command=["python", "-c", "print('ok')"],
+                                                             image="us-docker.pkg.dev/p/r/t:1")]}))
+    before = _request_count()
+    done = vtrain("submit", str(spec), "--endpoint", cloud["endpoint"], "--access-token-file", cloud["token_file"],
+                  "--project", "my-project", *SCHEDULING_FLAGS)
+    assert done.returncode == 0, done.stderr
+    assert "runs as STANDARD" not in done.stderr  # that note is for this machine, not for Vertex AI
+    (body,) = _created(before)
+    # the client's REST transport sends enums as numbers; read the body as Vertex AI does
+    sent = v1.CustomJob.from_json(json.dumps(body), ignore_unknown_fields=False).job_spec
+    assert sent.scheduling.strategy == v1.Scheduling.Strategy.SPOT
+    assert sent.scheduling.timeout.total_seconds() == 5400 and sent.scheduling.disable_retries
+    assert (sent.service_account, sent.network, list(sent.reserved_ip_ranges)) == (
+        "trainer@my-project.iam.gserviceaccount.com", "projects/123/global/networks/vpc", ["range-a", "range-b"])
+    assert sent.enable_web_access and sent.enable_dashboard_access and sent.persistent_resource_id == "pool-1"
+    assert sent.tensorboard == "projects/my-project/locations/us-central1/tensorboards/42"
+    affinity = sent.worker_pool_specs[0].machine_spec.reservation_affinity
+    assert affinity.reservation_affinity_type == v1.ReservationAffinity.Type.SPECIFIC_RESERVATION
+    assert (affinity.key, list(affinity.values)) == ("compute.googleapis.com/reservation-name",
+                                                     ["projects/my-project/zones/us-central1-a/reservations/r1"])
+
+
+def test_submitting_to_a_region_without_the_accelerator_is_refused_before_sending(cloud: dict[str, Any],
+                                                                                   tmp_path: Path) -> None:
+    spec = tmp_path / "h100.yaml"
+    spec.write_text(yaml.safe_dump({"workerPoolSpecs": [pool(1, machine="a3-highgpu-8g", accelerator="NVIDIA_H100_80GB",
+                                                             accelerator_count=8, image="us-docker.pkg.dev/p/r/t:1")]}))
+    before = _request_count()
+    done = vtrain("submit", str(spec), "--endpoint", cloud["endpoint"], "--access-token-file", cloud["token_file"],
+                  "--project", "my-project", "--region", "us-west2")
+    assert done.returncode == 2 and _request_count() == before
+    assert done.stderr.splitlines() == [
+        "vtrain: error: workerPoolSpecs[0].machineSpec.acceleratorType: NVIDIA H100 80GB (NVIDIA_H100_80GB) is not "
+        "offered for Vertex AI training in us-west2 (offered there: NVIDIA P4, NVIDIA T4; region data of about 2024, "
+        "see the README)"]
+
+
 def test_a_conditional_study_is_for_vertex_only_and_says_so(cloud: dict[str, Any]) -> None:
     from jupyter_ext import tuning
     from jupyter_ext.errors import ValidationError

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jupyter_ext import exports
+from jupyter_ext import exports, scheduling
 from jupyter_ext.errors import WorkbenchError
 from jupyter_ext.spec import JobSpec
 
@@ -42,7 +42,7 @@ jobSpec:
     replicaCount: 1
     containerSpec: {{imageUri: gcr.io/p/evaluator:2}}
   baseOutputDirectory: {{outputUriPrefix: gs://bucket/out}}
-  scheduling: {{timeout: 7200s, restartJobOnWorkerRestart: true}}
+  scheduling: {{timeout: 7200s}}
 """
 
 
@@ -105,10 +105,10 @@ def test_sdk_code_is_python_that_sets_every_field(job):
     text = exports.sdk_code(job, "europe-west4")
     compile(text, "snippet.py", "exec")
     assert "location='europe-west4'" in text
-    assert "aiplatform.CustomJob(" in text and ").run(" in text
+    assert "job = aiplatform.CustomJob(" in text and "\njob.run(" in text
     assert "worker_pool_specs=[" in text and "base_output_dir='gs://bucket/out'" in text
     assert "labels={'team': 'vision'}" in text
-    assert "timeout=7200" in text and "restart_job_on_worker_restart=True" in text
+    assert "job.run(timeout=7200)" in text
     assert "Not set by this snippet" not in text
 
 
@@ -179,3 +179,94 @@ def test_import_is_cheap():
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pandas', 'ipywidgets', 'widgets')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+# ---- scheduling and access fields in the exports ---------------------------------------------------------
+
+SA = "trainer@p.iam.gserviceaccount.com"
+NETWORK = "projects/123/global/networks/vpc"
+TENSORBOARD = "projects/p/locations/us-central1/tensorboards/123"
+RESERVATION = "projects/p/zones/us-central1-a/reservations/r1"
+
+
+@pytest.fixture
+def scheduled():
+    a100 = "machineSpec: {machineType: a2-highgpu-1g, acceleratorType: NVIDIA_TESLA_A100, acceleratorCount: 1}"
+    job = JobSpec.load(f"""
+displayName: scheduled
+jobSpec:
+  workerPoolSpecs:
+  - {{{a100}, replicaCount: 1, containerSpec: {{imageUri: "{IMAGE}"}}}}
+  - {{{a100}, replicaCount: 2, containerSpec: {{imageUri: "{IMAGE}"}}}}
+  baseOutputDirectory: {{outputUriPrefix: gs://bucket/out}}
+""")
+    return scheduling.apply(job, strategy="FLEX_START", max_wait="1h", timeout="1d", restart=True,
+                            disable_retries=True, service_account=SA, network=NETWORK, reserved_ip_ranges="r-a,r-b",
+                            web_access=True, dashboard_access=True, tensorboard=TENSORBOARD, reservation=RESERVATION,
+                            persistent_resource="pool-1")
+
+
+def test_gcloud_command_has_the_flags_gcloud_has_and_names_the_rest(scheduled):
+    """gcloud ai custom-jobs create has --service-account, --network, --enable-web-access,
+    --enable-dashboard-access and --persistent-resource-id (gcloud's custom_jobs/flags.py); no scheduling,
+    TensorBoard, reserved ranges or reservation flag: those go through --config."""
+    text = exports.gcloud_command(scheduled, "us-central1")
+    argv = gcloud_argv(text)
+    for flag in (f"--service-account={SA}", f"--network={NETWORK}", "--enable-web-access",
+                 "--enable-dashboard-access", "--persistent-resource-id=pool-1"):
+        assert flag in argv
+    comments = " ".join(line for line in text.splitlines() if line.startswith("#"))
+    for lost in ("scheduling", "tensorboard", "reservedIpRanges", "workerPoolSpecs[0].machineSpec.reservationAffinity",
+                 "workerPoolSpecs[1].machineSpec.reservationAffinity"):
+        assert lost in comments
+    assert JobSpec.load(exports.gcloud_config(scheduled), display_name="scheduled").spec == scheduled.spec
+
+
+def test_sdk_code_passes_the_run_arguments_and_sets_the_rest_on_the_job_spec(scheduled):
+    text = exports.sdk_code(scheduled, "us-central1")
+    compile(text, "snippet.py", "exec")
+    run = next(line for line in text.splitlines() if line.startswith("job.run("))
+    for arg in ("scheduling_strategy=Scheduling.Strategy.FLEX_START", "max_wait_duration=3600", "timeout=86400",
+                "restart_job_on_worker_restart=True", "disable_retries=True", f"service_account={SA!r}",
+                f"network={NETWORK!r}", "enable_web_access=True", f"tensorboard={TENSORBOARD!r}"):
+        assert arg in run
+    assert "persistent_resource_id='pool-1'," in text  # a CustomJob() argument
+    assert "job.job_spec.enable_dashboard_access = True" in text
+    assert "job.job_spec.reserved_ip_ranges = ['r-a', 'r-b']" in text
+    assert "Not set by this snippet" not in text
+
+
+def test_sdk_code_run_by_the_real_sdk_sends_the_same_job(scheduled, monkeypatch):
+    """Run the snippet with google-cloud-aiplatform; the CustomJob it would create is the job's own."""
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import aiplatform
+    from google.cloud.aiplatform import initializer, jobs
+
+    sent = []
+
+    class Created(Exception):
+        pass
+
+    class Client:
+        def create_custom_job(self, parent, custom_job, timeout=None):
+            sent.append(custom_job)
+            raise Created
+
+    def run(self, **kwargs):  # run() without waiting: submit() builds the request
+        kwargs.pop("sync", None)
+        self.api_client = Client()
+        self.submit(**kwargs)
+
+    monkeypatch.setattr(jobs.CustomJob, "run", run)
+    aiplatform.init(credentials=AnonymousCredentials())
+    try:
+        with pytest.raises(Created):
+            exec(exports.sdk_code(scheduled, "us-central1"), {})
+    finally:
+        initializer.global_config.__init__()
+    assert JobSpec.load(sent[0]).custom_job() == scheduled.custom_job()
+
+
+def test_legacy_export_of_a_job_with_fields_ai_platform_lacks_is_one_line(scheduled):
+    with pytest.raises(WorkbenchError, match=r"^scheduling\.strategy: AI Platform's trainingInput has no equivalent"):
+        exports.export(scheduled, "legacy", "us-central1")

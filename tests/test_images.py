@@ -15,7 +15,7 @@ import pytest
 from services.docker_services import Services
 from test_packaging import tiny_wheel
 
-from jupyter_ext import build_cli, images, packaging
+from jupyter_ext import build_cli, catalog, images, packaging
 from jupyter_ext.images import BuildError, BuildStep, Built, EngineError, LayerProgress, Pushed, PushError
 
 
@@ -164,3 +164,46 @@ def test_vtrain_build_pushes_with_credentials_from_a_helper_and_never_prints_the
 
     code = build_cli.main([str(folder.parent), "--push"])
     assert code == 2 and "--push needs --image" in capsys.readouterr().err
+
+
+# ---- the target platform (issue 16: arm64 machines need arm64 images) ----------------------------------
+
+def test_a_build_names_its_platform(docker_env: Services, docker_api: Any) -> None:
+    """The image is built for the platform asked for, not the engine's own: linux/amd64 by default,
+    linux/arm64 for A4X (a context FROM scratch needs no arm64 base image or emulator)."""
+    marker = secrets.token_hex(8).encode()
+    context = {"Dockerfile": b"FROM scratch\nCOPY marker /marker\n", "marker": marker}
+    for platform, architecture in (("linux/arm64", "arm64"), (catalog.DEFAULT_PLATFORM, "amd64")):
+        ref = f"vtrain-test/platform:{architecture}-{marker.decode()}"
+        built = _run(images.build(context, ref, platform=platform))[-1]
+        assert isinstance(built, Built)
+        info = docker_api.inspect_image(built.image_id)
+        assert (info["Os"], info["Architecture"]) == ("linux", architecture)
+        docker_api.remove_image(ref)
+
+
+def test_the_default_build_is_for_vertex_ais_x86_machines(docker_env: Services, docker_api: Any) -> None:
+    ctx = packaging.build_context(f"print(1)  # {secrets.token_hex(4)}\n", base_image=docker_env.base_image)
+    ref = f"vtrain-test/default-platform:{ctx.tag}"
+    built = _run(images.build(ctx, ref))[-1]
+    assert docker_api.inspect_image(built.image_id)["Architecture"] == "amd64"
+    docker_api.remove_image(ref)
+
+
+def test_arm64_builds_get_their_own_content_tag() -> None:
+    ctx = packaging.build_context("print(1)\n")
+    assert images.image_tags(None, ctx, "t") == [f"vtrain/t:{ctx.tag}"]
+    assert images.image_tags(None, ctx, "t", "linux/arm64") == [f"vtrain/t:{ctx.tag}-arm64"]
+    assert images.image_tags("r.io/p/t:v1", ctx, "t", "linux/arm64") == [f"r.io/p/t:{ctx.tag}-arm64", "r.io/p/t:v1"]
+
+
+def test_vtrain_build_picks_the_platform_of_a_machine_type(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = build_cli.argparse.ArgumentParser()
+    build_cli.add_parser(parser.add_subparsers())
+    for argv, platform in ((["build", "x.py"], "linux/amd64"), (["build", "x.py", "--machine-type", "a4x-highgpu-4g"],
+                                                                 "linux/arm64"),
+                           (["build", "x.py", "--platform", "linux/arm64"], "linux/arm64")):
+        assert build_cli._platform(parser.parse_args(argv)) == platform
+    assert build_cli.main(["x.py", "--machine-type", "a9-nothing"]) == 2
+    assert capsys.readouterr().err == ("vtrain: error: --machine-type: 'a9-nothing' is not a Vertex AI training "
+                                       "machine type\n")

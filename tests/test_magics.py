@@ -43,6 +43,35 @@ def test_dry_run_shows_the_dockerfile_the_job_and_every_tf_config(ip) -> None:  
     assert set(ip.run_line_magic("vertex_jobs", "")["id"]) == jobs_before  # nothing was launched
 
 
+def test_scheduling_flags_reach_the_job_and_the_dry_run_prices_it(ip) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    from jupyter_ext import cost
+    from jupyter_ext.spec import JobSpec
+
+    with capture_output() as out:
+        ip.run_cell_magic("vertex_train", "--workers 1 --strategy SPOT --timeout 30m --enable-web-access "
+                                          "--region europe-west4 --dry-run", CELL)
+    text = out.stdout
+    body = json.loads(text.split("# CustomJob (REST body)\n", 1)[1].split("\n# Cost per hour", 1)[0])
+    assert body["jobSpec"]["scheduling"] == {"strategy": "SPOT", "timeout": "1800s"}
+    assert body["jobSpec"]["enableWebAccess"] is True
+    expected = cost.estimate(JobSpec.load(body), "europe-west4")
+    assert "# Cost per hour in europe-west4" in text
+    assert f"Total: {cost.money(expected.spot)} per hour Spot ({cost.money(expected.on_demand)} on demand)" in text
+    assert expected.spot < expected.on_demand
+
+
+def test_a_spot_job_runs_here_as_standard_and_says_so(ip) -> None:  # type: ignore[no-untyped-def]
+    with capture_output() as out:
+        ip.run_cell_magic("vertex_train", "--workers 1 --strategy SPOT --name spot-here spot", CELL)
+    assert ip.user_ns["spot"].state == "JOB_STATE_SUCCEEDED"
+    assert ("note: scheduling.strategy: SPOT runs as STANDARD on this machine (it is never preempted); on Vertex AI "
+            "it is SPOT") in out.stdout.splitlines()
+    with pytest.raises(UsageError, match=r"--strategy \(scheduling.strategy\): 'CHEAP' is not a strategy"):
+        ip.run_cell_magic("vertex_train", "--strategy CHEAP", CELL)
+
+
 def test_a_bad_flag_is_one_usage_error_without_traceback(ip) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(UsageError, match="--workers"):
         ip.run_cell_magic("vertex_train", "--workers many", CELL)
@@ -91,14 +120,32 @@ def test_a_local_three_replica_job_runs_from_a_cell(ip) -> None:  # type: ignore
         ip.run_line_magic("vertex_cancel", handle.id)
 
 
-def test_a_failing_replica_is_shown_first(ip) -> None:  # type: ignore[no-untyped-def]
-    cell = CELL + 'if tf_config["task"]["type"] == "worker":\n    raise SystemExit("worker broke")\nimport time; time.sleep(30)\n'
-    with capture_output():
-        ip.run_cell_magic("vertex_train", "--workers 1 --name failing", cell)
+FAILING = CELL + 'if tf_config["task"]["type"] == "worker":\n    raise SystemExit(3)\nimport time; time.sleep(30)\n'
+
+
+def test_a_failed_job_fails_the_cell_in_one_line_and_is_shown_first(ip) -> None:  # type: ignore[no-untyped-def]
+    from jupyter_ext.errors import JobFailedError
+
+    with capture_output(), pytest.raises(JobFailedError) as failed:
+        ip.run_cell_magic("vertex_train", "--workers 1 --name failing job", FAILING)
+    handle = ip.user_ns["job"]
+    text = str(failed.value)
+    assert text == (f"CustomJob {handle.id} (failing) FAILED: replica workerpool1-0 exited with code 3; "
+                    f"its log: {handle.local_dir / 'logs' / 'workerpool1-0.log'}")
+    assert failed.value._render_traceback_() == [f"\x1b[0;31mJobFailedError\x1b[0m: {text}"]  # no frames
     monitor = _magics(ip).monitor
     assert monitor.state == "JOB_STATE_FAILED"
-    assert "workerpool1-0" in monitor.error and "worker broke" in monitor.error
-    assert list(monitor._views)[monitor._tabs.selected_index] == "workerpool1-0"
+    assert list(monitor._views)[monitor._tabs.selected_index] == "workerpool1-0"  # its lines first
+
+
+def test_with_no_wait_the_cell_returns_at_once_and_the_handle_raises_later(ip) -> None:  # type: ignore[no-untyped-def]
+    from jupyter_ext.errors import JobFailedError
+
+    with capture_output():
+        ip.run_cell_magic("vertex_train", "--workers 1 --name failing-later --no-wait later", FAILING)
+    handle = ip.user_ns["later"]
+    with pytest.raises(JobFailedError, match=r"FAILED: replica workerpool1-0 exited with code 3; its log: "):
+        handle.result(timeout=120)
 
 
 def test_the_pool_configurator_drives_the_job(ip) -> None:  # type: ignore[no-untyped-def]

@@ -198,3 +198,17 @@ def test_restart_policy_restarts_only_the_failed_replica(tmp_path: Path, restart
         assert "worker lost its machine" in worker_log and worker_log.rstrip().endswith("worker done")
     else:
         assert result.state == "FAILED" and "workerpool1-0" in result.error
+
+
+def test_scheduling_flags_of_vtrain_run_go_into_the_job_and_spot_runs_as_standard(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path / "job.yaml", [pool(1, code="import time; time.sleep(30)")])
+    done = vtrain("run", str(spec), "--job-dir", str(tmp_path / "job"), "--strategy", "spot", "--timeout", "2s")
+    assert done.returncode == 1
+    assert ("vtrain: scheduling.strategy: SPOT runs as STANDARD on this machine (it is never preempted); on Vertex "
+            "AI it is SPOT") in done.stdout.splitlines()
+    assert "the job ran longer than its scheduling.timeout of 2s" in done.stdout  # --timeout is the job's
+    ran = json.loads((tmp_path / "job" / "job.json").read_text())
+    assert ran["jobSpec"]["scheduling"] == {"strategy": "SPOT", "timeout": "2s"}
+    bad = vtrain("run", str(spec), "--max-wait", "soon")
+    assert bad.returncode == 2 and bad.stderr.strip() == (
+        "vtrain: error: --max-wait (scheduling.maxWaitDuration): not a duration: 'soon' (e.g. 30m, 2h, 1h30m, 3600s)")

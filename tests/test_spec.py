@@ -12,6 +12,7 @@ import yaml
 from google.cloud.aiplatform_v1 import types as v1
 
 from conftest import legacy_job, pool
+from jupyter_ext import scheduling
 from jupyter_ext.errors import SpecError, WorkbenchError
 from jupyter_ext.names import FORMATS
 from jupyter_ext.spec import JobSpec
@@ -338,9 +339,100 @@ def test_legacy_hyperparameter_defaults_are_ai_platforms():
 
 
 def test_a_vertex_job_dumps_its_fields_to_legacy():
-    ti = JobSpec.load(FULL_BODY).to_dict("legacy")["trainingInput"]
+    job = scheduling.apply(JobSpec.load(FULL_BODY), strategy="", restart=False)  # what legacy cannot hold
+    ti = job.to_dict("legacy")["trainingInput"]
     assert (ti["serviceAccount"], ti["network"], ti["encryptionConfig"], ti["scheduling"]) == (
         SA, NETWORK, {"kmsKeyName": KEY}, {"maxRunningTime": "7200s"})
+
+
+# ---- scheduling and access fields: every format holds them --------------------------------------------
+
+TENSORBOARD = "projects/p/locations/us-central1/tensorboards/123"
+RESERVATION = {"reservationAffinityType": "SPECIFIC_RESERVATION", "key": "compute.googleapis.com/reservation-name",
+               "values": ["projects/p/zones/us-central1-a/reservations/r1"]}
+A100_POOL = {"machineType": "a2-highgpu-1g", "acceleratorType": "NVIDIA_TESLA_A100", "acceleratorCount": 1,
+             "reservationAffinity": RESERVATION}
+SCHEDULED = {
+    "displayName": "scheduled",
+    "jobSpec": {
+        "workerPoolSpecs": [pool(machineSpec=A100_POOL), pool(replicas=2, machineSpec=A100_POOL)],
+        "scheduling": {"timeout": "86400s", "restartJobOnWorkerRestart": True, "strategy": "FLEX_START",
+                       "disableRetries": True, "maxWaitDuration": "3600s"},
+        "serviceAccount": SA, "network": NETWORK, "reservedIpRanges": ["range-a", "range-b"],
+        "enableWebAccess": True, "enableDashboardAccess": True, "tensorboard": TENSORBOARD,
+        "persistentResourceId": "pool-1",
+    },
+}
+
+
+def scheduled_message() -> v1.CustomJob:
+    """SCHEDULED written by hand as the v1 message."""
+    ms = v1.MachineSpec(machine_type="a2-highgpu-1g", accelerator_type=v1.AcceleratorType.NVIDIA_TESLA_A100,
+                        accelerator_count=1, reservation_affinity=v1.ReservationAffinity(
+                            reservation_affinity_type=v1.ReservationAffinity.Type.SPECIFIC_RESERVATION,
+                            key="compute.googleapis.com/reservation-name",
+                            values=["projects/p/zones/us-central1-a/reservations/r1"]))
+    pools = [v1.WorkerPoolSpec(machine_spec=ms, replica_count=n,
+                               container_spec=v1.ContainerSpec(image_uri="gcr.io/p/trainer:1")) for n in (1, 2)]
+    return v1.CustomJob(display_name="scheduled", job_spec=v1.CustomJobSpec(
+        worker_pool_specs=pools,
+        scheduling=v1.Scheduling(timeout={"seconds": 86400}, restart_job_on_worker_restart=True,
+                                 strategy=v1.Scheduling.Strategy.FLEX_START, disable_retries=True,
+                                 max_wait_duration={"seconds": 3600}),
+        service_account=SA, network=NETWORK, reserved_ip_ranges=["range-a", "range-b"], enable_web_access=True,
+        enable_dashboard_access=True, tensorboard=TENSORBOARD, persistent_resource_id="pool-1"))
+
+
+def test_scheduling_and_access_fields_reach_the_request():
+    job = JobSpec.load(SCHEDULED)
+    assert job.custom_job() == scheduled_message()
+    assert job.to_dict("rest")["jobSpec"]["scheduling"] == SCHEDULED["jobSpec"]["scheduling"]
+
+
+@pytest.mark.parametrize("as_yaml", [False, True], ids=["json", "yaml"])
+@pytest.mark.parametrize("fmt", ["rest", "gcloud", "sdk"])
+def test_scheduling_and_access_fields_survive_every_vertex_format(fmt, as_yaml):
+    job = JobSpec.load(SCHEDULED)
+    back = JobSpec.load(job.dump(fmt, as_yaml=as_yaml), display_name="scheduled")
+    assert back == job
+    assert back.custom_job() == scheduled_message()
+
+
+def test_the_sdk_form_holds_them_under_the_sdks_names():
+    sdk = JobSpec.load(SCHEDULED).to_dict("sdk")
+    assert sdk["scheduling"] == {"timeout": "86400s", "restart_job_on_worker_restart": True, "strategy": "FLEX_START",
+                                 "disable_retries": True, "max_wait_duration": "3600s"}
+    assert (sdk["reserved_ip_ranges"], sdk["enable_dashboard_access"], sdk["tensorboard"],
+            sdk["persistent_resource_id"]) == (["range-a", "range-b"], True, TENSORBOARD, "pool-1")
+    assert sdk["worker_pool_specs"][0]["machine_spec"]["reservation_affinity"]["values"] == RESERVATION["values"]
+
+
+@pytest.mark.parametrize("path,change", [
+    ("scheduling.strategy", {"scheduling": {"strategy": "SPOT"}}),
+    ("scheduling.maxWaitDuration", {"scheduling": {"maxWaitDuration": "0s"}}),
+    ("scheduling.restartJobOnWorkerRestart", {"scheduling": {"restartJobOnWorkerRestart": True}}),
+    ("scheduling.disableRetries", {"scheduling": {"disableRetries": True}}),
+    ("reservedIpRanges", {"reservedIpRanges": ["range-a"]}),
+    ("enableDashboardAccess", {"enableDashboardAccess": True}),
+    ("tensorboard", {"tensorboard": TENSORBOARD}),
+    ("persistentResourceId", {"persistentResourceId": "pool-1"}),
+    ("workerPoolSpecs[1].machineSpec.reservationAffinity",
+     {"workerPoolSpecs": [pool(), pool(machineSpec={"machineType": "n1-standard-4", "reservationAffinity": RESERVATION})]}),
+    ("workerPoolSpecs[0].machineSpec.gpuPartitionSize",
+     {"workerPoolSpecs": [pool(machineSpec={"machineType": "a2-highgpu-1g", "gpuPartitionSize": "1g.5gb"})]}),
+])
+def test_what_a_training_input_cannot_hold_is_one_line_when_dumped_to_legacy(path, change):
+    job = JobSpec.load({"displayName": "x", "jobSpec": {"workerPoolSpecs": [pool()], **change}})
+    with pytest.raises(SpecError) as err:
+        job.to_dict("legacy")
+    assert str(err.value) == (f"{path}: AI Platform's trainingInput has no equivalent; write the job as rest, "
+                              "gcloud or sdk instead")
+
+
+def test_what_a_training_input_holds_round_trips_through_legacy():
+    job = scheduling.apply(JobSpec.load(FULL_BODY), strategy="", restart=False, web_access=True)
+    back = JobSpec.load(job.dump("legacy"))
+    assert back.custom_job_spec() == job.custom_job_spec()
 
 
 @pytest.mark.parametrize("fields,error", [
@@ -544,3 +636,88 @@ def test_mapping_that_is_no_job(source):
 def test_missing_file(tmp_path):
     assert spec_error(tmp_path / "nope.yaml") == f"no such job file: {tmp_path / 'nope.yaml'}"
     assert spec_error("nope.json") == "no such job file: nope.json"
+
+
+# ---- the scheduling and access flags (jupyter_ext.scheduling) -----------------------------------------
+
+def test_flags_set_the_fields_the_formats_hold():
+    plain = JobSpec.load({"displayName": "scheduled", "jobSpec": {"workerPoolSpecs": [
+        pool(machineSpec={k: v for k, v in A100_POOL.items() if k != "reservationAffinity"}),
+        pool(replicas=2, machineSpec={k: v for k, v in A100_POOL.items() if k != "reservationAffinity"})]}})
+    job = scheduling.apply(plain, strategy="flex_start", max_wait="1h", timeout="1d", restart=True,
+                           disable_retries=True, service_account=SA, network=NETWORK,
+                           reserved_ip_ranges="range-a, range-b", web_access=True, dashboard_access=True,
+                           tensorboard=TENSORBOARD, reservation=RESERVATION["values"][0], persistent_resource="pool-1")
+    assert job.custom_job() == scheduled_message()
+    assert plain.custom_job() != job.custom_job()  # apply() changes a copy
+    assert scheduling.apply(plain, **scheduling.values(job)) == job
+
+
+def test_flag_values_clear_what_they_set():
+    job = JobSpec.load(SCHEDULED)
+    cleared = scheduling.apply(job, **{key: "" if isinstance(value, str) else False
+                                       for key, value in scheduling.values(job).items()})
+    assert "scheduling" not in cleared.to_dict("rest")["jobSpec"]  # no empty `scheduling: {}` is sent
+    assert "reservationAffinity" not in json.dumps(cleared.to_dict("rest"))
+    assert scheduling.values(cleared) == {key: "" if isinstance(value, str) else False
+                                          for key, value in scheduling.values(job).items()}
+
+
+@pytest.mark.parametrize("text,seconds", [("30m", 1800), ("2h", 7200), ("3600s", 3600), ("1h30m", 5400),
+                                          ("2d", 172800), ("45", 45), ("0", 0), ("1.5s", 1.5)])
+def test_durations_read_like_gclouds(text, seconds):
+    assert scheduling.parse_duration(text).total_seconds() == seconds
+    assert scheduling.parse_duration(scheduling.format_duration(scheduling.parse_duration(text))) == \
+        scheduling.parse_duration(text)
+
+
+@pytest.mark.parametrize("values,error", [
+    ({"max_wait": "2 hours"}, "--max-wait (scheduling.maxWaitDuration): not a duration: '2 hours' (e.g. 30m, 2h"),
+    ({"timeout": "-5m"}, "--timeout (scheduling.timeout): not a duration: '-5m'"),
+    ({"strategy": "cheap"}, "--strategy (scheduling.strategy): 'cheap' is not a strategy (valid: STANDARD, SPOT, "
+                            "FLEX_START)"),
+    ({"reservation": "r1"}, "--reservation (machineSpec.reservationAffinity): 'r1': give ANY, NONE, or a "
+                            "reservation's full name"),
+])
+def test_a_bad_flag_value_is_one_line_naming_the_flag(values, error):
+    with pytest.raises(SpecError) as err:
+        scheduling.apply(JobSpec.load(FULL_BODY), **values)
+    assert str(err.value).startswith(error) and "\n" not in str(err.value)
+
+
+def test_a_legacy_job_takes_only_the_flags_its_training_input_holds():
+    job = legacy_job()
+    held = scheduling.apply(job, timeout="2h", service_account=SA, network=NETWORK, web_access=True, strategy="")
+    assert held.to_dict("legacy")["trainingInput"]["scheduling"] == {"maxRunningTime": "7200s"}
+    with pytest.raises(SpecError, match=r"^--strategy \(scheduling.strategy\): an AI Platform \(legacy\) job "
+                                        r"cannot hold it; convert the job first \(vtrain convert --to rest\)$"):
+        scheduling.apply(job, strategy="SPOT")
+
+
+def test_flags_parse_with_argparse_as_the_cli_and_the_magic_give_them():
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    scheduling.add_arguments(parser)
+    args = parser.parse_args(["--strategy", "SPOT", "--timeout", "90m", "--enable-web-access", "--reservation", "ANY",
+                              "--no-restart-job-on-worker-restart"])
+    job = scheduling.from_args(JobSpec.load(FULL_BODY), args)
+    assert (job.spec.scheduling.strategy.name, job.spec.scheduling.timeout.total_seconds()) == ("SPOT", 5400)
+    assert not job.spec.scheduling.restart_job_on_worker_restart and job.spec.enable_web_access
+    assert {p.machine_spec.reservation_affinity.reservation_affinity_type.name for _, p in job.pools} == {
+        "ANY_RESERVATION"}
+    assert job.spec.service_account == SA  # a flag not given leaves its field alone
+    assert [flag for flag, _, _ in scheduling.FLAGS.values()] == [
+        "--strategy", "--max-wait", "--timeout", "--restart-job-on-worker-restart", "--disable-retries",
+        "--service-account", "--network", "--reserved-ip-ranges", "--enable-web-access", "--enable-dashboard-access",
+        "--tensorboard", "--reservation", "--persistent-resource-id"]
+
+
+def test_the_reservation_flag_leaves_a_reduction_server_pool_alone():
+    from jupyter_ext import catalog
+
+    reducers = pool(replicas=4, machine="n1-highcpu-16", image=catalog.reduction_server_image("us-central1"))
+    job = JobSpec.load({"displayName": "rs", "jobSpec": {"workerPoolSpecs": [pool(), pool(), reducers]}})
+    job = scheduling.apply(job, reservation="ANY")
+    assert ["reservation_affinity" in p.machine_spec for _, p in job.pools] == [True, True, False]
+    assert scheduling.values(job)["reservation"] == "ANY"

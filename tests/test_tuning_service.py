@@ -248,7 +248,8 @@ def test_the_magic_runs_a_tuning_job_and_shows_the_monitor(service: dict) -> Non
 def test_a_crashed_service_fails_its_tuning_job_and_a_stopped_one_cancels_it(service: dict) -> None:
     study = tuning.study_spec("units=int:1:4", "accuracy:maximize", "grid")
     pools = [hpt_pool(1, args=["--sleep", "60"])]
-    crashed = launch.submit_tuning(launch.tuning_request(pools, study, max_trials=4, parallel=2, display_name="orphan"))
+    crashed = launch.submit_tuning(launch.tuning_request(pools, study, max_trials=4, parallel=2,
+                                                         display_name="orphan"))
     wait_state(crashed, "JOB_STATE_RUNNING")
     wait_for(lambda: len(processes_of_job(crashed.id)) >= 2, 30, "two trials to start")
     kill_service(service)
@@ -259,7 +260,8 @@ def test_a_crashed_service_fails_its_tuning_job_and_a_stopped_one_cancels_it(ser
     assert {t.state.name for t in resource.trials} == {"INFEASIBLE"}
     assert processes_of_job(crashed.id) == []
 
-    stopped = launch.submit_tuning(launch.tuning_request(pools, study, max_trials=4, parallel=2, display_name="at-stop"))
+    stopped = launch.submit_tuning(launch.tuning_request(pools, study, max_trials=4, parallel=2,
+                                                         display_name="at-stop"))
     wait_state(stopped, "JOB_STATE_RUNNING")
     assert vtrain("service", "stop").stdout.strip() == "stopped"
     assert processes_of_job(stopped.id) == []
@@ -267,3 +269,15 @@ def test_a_crashed_service_fails_its_tuning_job_and_a_stopped_one_cancels_it(ser
     resource = stopped.refresh()
     assert resource.state.name == "JOB_STATE_CANCELLED"
     assert "the local service was stopped" in resource.error.message
+
+
+def test_a_failed_tuning_job_fails_the_cell_but_a_failed_trial_does_not(service: dict, ipython: Any) -> None:
+    from jupyter_ext.errors import JobFailedError
+
+    cell = f"import runpy, sys\nsys.argv[0] = {TRAINER!r}\nrunpy.run_path({TRAINER!r}, run_name='__main__')"
+    flags = '--tune "units=int:1:2" --metric accuracy:maximize --trials 2 --parallel 2 --algorithm grid'
+    ipython.run_cell_magic("vertex_train", f'{flags} --args "--fail-on 1" --name one-trial-fails tuned', cell)
+    assert ipython.user_ns["tuned"].state == "JOB_STATE_SUCCEEDED"  # an infeasible trial is not a failed job
+    with pytest.raises(JobFailedError, match=r"^HyperparameterTuningJob \d+ \(all-trials-fail\) FAILED: all 2 "
+                                             r"trials failed; last failure: trial \d: "):
+        ipython.run_cell_magic("vertex_train", f'{flags} --args "--fail-on 1,2" --name all-trials-fail', cell)

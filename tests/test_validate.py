@@ -9,10 +9,12 @@ import pytest
 from conftest import legacy_job, pool, vtrain_in_process, write_file, write_spec
 from jupyter_ext.errors import SpecError, ValidationError
 from jupyter_ext.spec import JobSpec
-from jupyter_ext.validate import check, problems
+from jupyter_ext.validate import check, notices, problems
 
 SPECS = Path(__file__).parent / "data" / "specs"
 TF_CPU = "us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-17.py310:latest"
+A100 = {"machineType": "a2-highgpu-1g", "acceleratorType": "NVIDIA_TESLA_A100", "acceleratorCount": 1}
+SA = "trainer@p.iam.gserviceaccount.com"
 PACKAGE = {"executorImageUri": TF_CPU, "packageUris": ["gs://b/trainer-0.1.tar.gz"], "pythonModule": "trainer.task"}
 
 
@@ -46,6 +48,9 @@ GOOD = {
     "env names": [pool(image="i", env={"_A1": "x", "lower_case": ""})],
     "disk 100 GB pd-standard": [pool(diskSpec={"bootDiskType": "pd-standard", "bootDiskSizeGb": 100})],
     "disk 64000 GB hyperdisk": [pool(diskSpec={"bootDiskType": "hyperdisk-balanced", "bootDiskSizeGb": 64000})],
+    "cloud-tpu TPU_V2 x 96 (a Pod)": [pool(machine="cloud-tpu", accelerator="TPU_V2", accelerator_count=96)],
+    "cloud-tpu TPU_V3 x 48 (a Pod)": [pool(machine="cloud-tpu", accelerator="TPU_V3", accelerator_count=48)],
+    "MIG partition of one A100": [pool(machineSpec={**A100, "gpuPartitionSize": "1g.5gb"})],
 }
 
 
@@ -82,7 +87,25 @@ BAD = [
      "'n1-standrd-4' is not a Vertex AI training machine type (did you mean: n1-standard-4"),
     ("no machine type", [pool(machine="")], "workerPoolSpecs[0].machineSpec.machineType", "required"),
     ("cloud-tpu TPU_V3 x 16", [pool(machine="cloud-tpu", accelerator="TPU_V3", accelerator_count=16)],
-     "workerPoolSpecs[0].machineSpec.acceleratorCount", "16 is not offered for TPU_V3 on cloud-tpu"),
+     "workerPoolSpecs[0].machineSpec.acceleratorCount", "16 is not offered for TPU_V3 on cloud-tpu "
+                                                        "(valid: 8, or 32 and more)"),
+    ("cloud-tpu TPU_V2 x 48", [pool(machine="cloud-tpu", accelerator="TPU_V2", accelerator_count=48)],
+     "workerPoolSpecs[0].machineSpec.acceleratorCount", "48 is not offered for TPU_V2 on cloud-tpu "
+                                                        "(valid: 8, or a multiple of 32)"),
+    ("TPU_V4_POD has no training machine", [pool(machine="cloud-tpu", accelerator="TPU_V4_POD", accelerator_count=8)],
+     "workerPoolSpecs[0].machineSpec.acceleratorType", "TPU_V4_POD: no Vertex AI training machine type takes it"),
+    ("MIG on a T4", [pool(machineSpec={"machineType": "n1-standard-8", "acceleratorType": "NVIDIA_TESLA_T4",
+                                       "acceleratorCount": 1, "gpuPartitionSize": "1g.5gb"})],
+     "workerPoolSpecs[0].machineSpec.gpuPartitionSize", "NVIDIA_TESLA_T4 has no MIG partitions (GPUs with MIG: "
+                                                        "NVIDIA A100 40GB"),
+    ("MIG of two GPUs", [pool(machineSpec={"machineType": "a2-highgpu-2g", "acceleratorType": "NVIDIA_TESLA_A100",
+                                           "acceleratorCount": 2, "gpuPartitionSize": "1g.5gb"})],
+     "workerPoolSpecs[0].machineSpec.acceleratorCount", "must be 1 with gpuPartitionSize"),
+    ("MIG profile misspelt", [pool(machineSpec={**A100, "gpuPartitionSize": "1g-5gb"})],
+     "workerPoolSpecs[0].machineSpec.gpuPartitionSize", "'1g-5gb' is not a MIG profile such as 1g.10gb"),
+    ("specific reservation without a name", [pool(machineSpec={
+        "machineType": "n1-standard-4", "reservationAffinity": {"reservationAffinityType": "SPECIFIC_RESERVATION"}})],
+     "workerPoolSpecs[0].machineSpec.reservationAffinity", "SPECIFIC_RESERVATION needs key and values"),
     ("ct5lp 3x3", [pool(machine="ct5lp-hightpu-4t", topology="3x3")], "workerPoolSpecs[0].machineSpec.tpuTopology",
      "3x3 is not offered on ct5lp-hightpu-4t (valid: 2x2, 2x4"),
     ("ct5lp without topology", [pool(machine="ct5lp-hightpu-4t")], "workerPoolSpecs[0].machineSpec.tpuTopology",
@@ -244,3 +267,140 @@ def test_legacy_config_without_job_id_validates_whatever_its_file_name(capsys, t
     path = tmp_path / "census-config.yaml"
     path.write_text("trainingInput:\n  masterType: standard\n  masterConfig:\n    imageUri: gcr.io/p/census:1\n")
     assert vtrain_in_process(capsys, "validate", str(path)) == (0, "ok\n", "")
+
+
+# ---- scheduling and access (issue 16) ------------------------------------------------------------------
+
+REDUCERS = pool(replicas=4, machine="n1-highcpu-16", image="us-docker.pkg.dev/vertex-ai-restricted/training/"
+                                                             "reductionserver:latest")
+FLEX = {"strategy": "FLEX_START", "maxWaitDuration": "7200s", "timeout": "86400s"}
+
+GOOD_SCHEDULING = {
+    "FLEX_START, A100 in every pool": ([pool(machineSpec=A100), pool(replicas=3, machineSpec=A100)], {"scheduling": FLEX}),
+    "FLEX_START, waits for ever": ([pool(machineSpec=A100)], {"scheduling": {"strategy": "FLEX_START",
+                                                                            "maxWaitDuration": "0s"}}),
+    "SPOT, T4 workers": ([pool(), pool(replicas=2, machine="n1-standard-8", accelerator="NVIDIA_TESLA_T4",
+                                       accelerator_count=1)], {"scheduling": {"strategy": "SPOT"}}),
+    "SPOT, one TPU host": ([pool(machine="ct5lp-hightpu-4t", topology="2x2")], {"scheduling": {"strategy": "SPOT"}}),
+    "SPOT, one TPU v3 device": ([pool(machine="cloud-tpu", accelerator="TPU_V3", accelerator_count=8)],
+                                {"scheduling": {"strategy": "SPOT"}}),
+    "every access field": ([pool()], {"serviceAccount": SA, "network": "projects/123/global/networks/vpc",
+                                      "reservedIpRanges": ["r-a"], "enableWebAccess": True,
+                                      "enableDashboardAccess": True, "persistentResourceId": "pool-1",
+                                      "tensorboard": "projects/p/locations/us-central1/tensorboards/1"}),
+}
+
+
+@pytest.mark.parametrize("pools,spec", GOOD_SCHEDULING.values(), ids=GOOD_SCHEDULING.keys())
+def test_valid_spot_and_flex_start_jobs_pass(pools, spec):
+    assert problems(job(*pools, **spec)) == []
+
+
+BAD_SCHEDULING = [
+    ("FLEX_START on T4", [pool(machine="n1-standard-8", accelerator="NVIDIA_TESLA_T4", accelerator_count=1)],
+     {"scheduling": {"strategy": "FLEX_START"}}, "workerPoolSpecs[0].machineSpec.acceleratorType",
+     "FLEX_START (scheduling.strategy) takes NVIDIA A100 40GB, NVIDIA A100 80GB, NVIDIA L4, NVIDIA H100 80GB, "
+     "NVIDIA H100 Mega 80GB, NVIDIA H200 141GB, NVIDIA B200; this pool has NVIDIA_TESLA_T4"),
+    ("FLEX_START on CPUs", [pool()], {"scheduling": {"strategy": "FLEX_START"}},
+     "workerPoolSpecs[0].machineSpec.acceleratorType", "this pool has no accelerator"),
+    ("FLEX_START, workers on other machines", [pool(machineSpec=A100), pool(
+        replicas=2, machine="a2-highgpu-2g", accelerator="NVIDIA_TESLA_A100", accelerator_count=2)],
+     {"scheduling": FLEX}, "workerPoolSpecs[1].machineSpec",
+     "runs every pool on the machine configuration of workerPoolSpecs[0] (a2-highgpu-1g with 1 x NVIDIA_TESLA_A100), "
+     "not a2-highgpu-2g with 2 x NVIDIA_TESLA_A100"),
+    ("FLEX_START with a Reduction Server", [pool(machineSpec=A100), pool(machineSpec=A100), REDUCERS],
+     {"scheduling": FLEX}, "workerPoolSpecs[2].machineSpec", "not n1-highcpu-16 (so no Reduction Server pool)"),
+    ("FLEX_START for 8 days", [pool(machineSpec=A100)], {"scheduling": {**FLEX, "timeout": "691200s"}},
+     "scheduling.timeout", "at most 7 days with FLEX_START (this job: 691200s)"),
+    ("a wait without FLEX_START", [pool()], {"scheduling": {"strategy": "SPOT", "maxWaitDuration": "3600s"}},
+     "scheduling.maxWaitDuration", "only used with strategy FLEX_START (this job: SPOT)"),
+    ("SPOT on a TPU v3 Pod", [pool(machine="cloud-tpu", accelerator="TPU_V3", accelerator_count=32)],
+     {"scheduling": {"strategy": "SPOT"}}, "scheduling.strategy",
+     "SPOT is not offered for TPU Pods (workerPoolSpecs[0] is a cloud-tpu with 32 x TPU_V3 Pod)"),
+    ("SPOT on a multi-host v5e slice", [pool(machine="ct5lp-hightpu-4t", topology="4x4")],
+     {"scheduling": {"strategy": "SPOT"}}, "scheduling.strategy", "SPOT is not offered for TPU Pods"),
+    ("TensorBoard without a service account", [pool()],
+     {"tensorboard": "projects/p/locations/us-central1/tensorboards/1"}, "serviceAccount",
+     "required with tensorboard"),
+    ("TensorBoard by display name", [pool()], {"tensorboard": "my-board", "serviceAccount": SA}, "tensorboard",
+     "'my-board' is not a TensorBoard resource name"),
+    ("network by name only", [pool()], {"network": "default"}, "network", "'default' is not a network name"),
+    ("reserved ranges without a network", [pool()], {"reservedIpRanges": ["r-a"]}, "reservedIpRanges",
+     "needs network"),
+    ("service account without a domain", [pool()], {"serviceAccount": "trainer"}, "serviceAccount",
+     "'trainer' is not a service account email"),
+]
+
+
+@pytest.mark.parametrize("pools,spec,path,fragment", [b[1:] for b in BAD_SCHEDULING], ids=[b[0] for b in BAD_SCHEDULING])
+def test_each_scheduling_and_access_rule_is_one_line_naming_the_field(pools, spec, path, fragment):
+    found = problems(job(*pools, **spec))
+    assert len(found) == 1, found
+    field, reason = found[0].split(": ", 1)
+    assert field == path
+    assert fragment in reason
+
+
+H100 = pool(machine="a3-highgpu-8g", accelerator="NVIDIA_H100_80GB", accelerator_count=8)
+
+
+def test_a_region_without_h100_refuses_it_naming_the_region_and_the_accelerator():
+    h100 = job(H100)
+    assert problems(h100) == [] and problems(h100, "us-central1") == []
+    assert problems(h100, "us-west2") == [
+        "workerPoolSpecs[0].machineSpec.acceleratorType: NVIDIA H100 80GB (NVIDIA_H100_80GB) is not offered for "
+        "Vertex AI training in us-west2 (offered there: NVIDIA P4, NVIDIA T4; region data of about 2024, see the "
+        "README)"]
+
+
+def test_a_region_vertex_does_not_train_in_is_refused():
+    assert problems(job(pool()), "mars-north9") == [
+        "region: Vertex AI custom training is not offered in 'mars-north9' (not one of gcloud's training regions)"]
+    assert problems(job(pool()), "us-centrl1")[0].endswith("training regions; did you mean us-central1)")
+
+
+def test_what_the_region_data_does_not_cover_is_allowed_with_a_notice():
+    h200 = job(pool(machine="a3-ultragpu-8g", accelerator="NVIDIA_H200_141GB", accelerator_count=8))
+    assert problems(h200, "us-central1") == []
+    assert notices(h200, "us-central1") == [
+        "workerPoolSpecs[0].machineSpec.acceleratorType: the workbench's region data does not cover NVIDIA_H200_141GB "
+        "in us-central1: allowed; check Google's locations page"]
+    assert problems(job(H100), "europe-west4") == [] and len(notices(job(H100), "europe-west4")) == 1
+
+
+@pytest.mark.parametrize("pools,spec,notice", [
+    ([pool(machine="n1-standard-8", accelerator="NVIDIA_TESLA_P100", accelerator_count=1)], {},
+     "workerPoolSpecs[0].machineSpec.acceleratorType: NVIDIA P100 reached end of support on 2026-09-15; choose "
+     "another GPU"),
+    ([pool(machine="tpu7x-standard-4t", topology="2x2x1")], {},
+     "workerPoolSpecs[0].machineSpec.machineType: tpu7x-standard-4t: restricted availability (JAX workloads; ask "
+     "Google for access)"),
+    ([pool(machine="a4x-highgpu-4g", accelerator="NVIDIA_GB200", accelerator_count=4)], {},
+     "workerPoolSpecs[0].machineSpec.machineType: a4x-highgpu-4g has arm64 CPUs: its image must be built for "
+     "linux/arm64 (vtrain build --machine-type a4x-highgpu-4g)"),
+    ([pool()], {"scheduling": {"strategy": "ON_DEMAND"}}, "scheduling.strategy: ON_DEMAND is deprecated; use STANDARD"),
+], ids=["P100", "TPU7x", "A4X", "ON_DEMAND"])
+def test_notices_are_allowed_and_name_the_field(pools, spec, notice):
+    j = job(*pools, **spec)
+    assert problems(j) == [] and notices(j) == [notice]
+
+
+def test_vtrain_validate_with_a_region_without_h100(capsys, tmp_path):
+    path = write_spec(tmp_path / "h100.json", [H100])
+    code, out, err = vtrain_in_process(capsys, "validate", str(path), "--region", "us-west2")
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [
+        "vtrain: error: workerPoolSpecs[0].machineSpec.acceleratorType: NVIDIA H100 80GB (NVIDIA_H100_80GB) is not "
+        "offered for Vertex AI training in us-west2 (offered there: NVIDIA P4, NVIDIA T4; region data of about 2024, "
+        "see the README)"]
+    assert vtrain_in_process(capsys, "validate", str(path), "--region", "us-east4") == (0, "ok\n", "")
+    assert vtrain_in_process(capsys, "validate", str(path)) == (0, "ok\n", "")  # no region: no region rules
+
+
+def test_vtrain_validate_prints_notices_and_passes(capsys, tmp_path):
+    path = write_spec(tmp_path / "h200.json", [pool(machine="a3-ultragpu-8g", accelerator="NVIDIA_H200_141GB",
+                                                    accelerator_count=8)])
+    code, out, err = vtrain_in_process(capsys, "validate", str(path), "--region", "us-central1")
+    assert (code, out) == (0, "ok\n")
+    assert err == ("vtrain: note: workerPoolSpecs[0].machineSpec.acceleratorType: the workbench's region data does "
+                   "not cover NVIDIA_H200_141GB in us-central1: allowed; check Google's locations page\n")

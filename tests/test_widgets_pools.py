@@ -10,7 +10,7 @@ import pytest
 
 import comm
 from conftest import pool
-from jupyter_ext import catalog, cluster, exports, packaging, validate
+from jupyter_ext import catalog, cluster, cost, exports, packaging, validate
 from jupyter_ext.spec import JobSpec
 from widgets import PoolConfigurator, _html, vertex_pools
 from widgets.tables import replica_frame
@@ -74,8 +74,9 @@ def test_n1_standard_8_offers_only_valid_accelerators():
     w = PoolConfigurator()
     card = w.cards[0]
     choose(card, machine="n1-standard-8")
-    assert set(values(card.accelerator_type)) == {"", "NVIDIA_TESLA_T4", "NVIDIA_TESLA_V100", "NVIDIA_TESLA_P100",
-                                                  "NVIDIA_TESLA_P4"}
+    # the P100 is past its end of support: not offered, and the card says why
+    assert set(values(card.accelerator_type)) == {"", "NVIDIA_TESLA_T4", "NVIDIA_TESLA_V100", "NVIDIA_TESLA_P4"}
+    assert "NVIDIA P100 is not offered: past end of support (2026-09-15)" in card.missing.value
     assert dict(card.accelerator_type.options)["None"] == ""
     choose(card, accelerator_type="NVIDIA_TESLA_V100")
     assert values(card.accelerator_count) == [1, 2, 4, 8]
@@ -213,7 +214,7 @@ def test_reduction_server_arithmetic_is_the_catalogs():
 def test_reduction_server_image_follows_the_region():
     w = reduction_server_layout()
     w.cards[2].mode.value = "reduction_server"
-    w.region_text.value = "europe-west4"
+    w.region_picker.value = "europe-west4"
     assert w.spec.spec.worker_pool_specs[2].container_spec.image_uri == catalog.reduction_server_image("europe-west4")
     w.cards[2].mode.value = "parameter_server"
     assert w.spec.spec.worker_pool_specs[2].container_spec.image_uri == w.image
@@ -321,3 +322,92 @@ def test_children_assigned_whole(sent):
     assert len(card.children) > 1
     assert updates == [[f"IPY_MODEL_{c.model_id}" for c in card.children]]  # one update, all rows at once
     assert not any(comm_id == w.model_id for comm_id, _ in sent)  # the configurator's own layout stays
+
+
+# ---- the region picker drives what is offered; scheduling & access (issue 16) ----------------------------
+
+def test_a_region_without_h100_does_not_offer_it_and_says_why():
+    w = PoolConfigurator()
+    assert "a3-highgpu-8g" in values(w.cards[0].machine)
+    assert values(w.region_picker) == catalog.training_regions()
+    w.region_picker.value = "us-west2"
+    card = w.cards[0]
+    assert not any(catalog.machine(m).fixed_accelerator == ("NVIDIA_H100_80GB", 8) for m in values(card.machine))
+    assert not any(v.startswith(("a3-highgpu", "a2-", "g2-")) for v in values(card.machine))
+    assert "Not offered for training in us-west2: NVIDIA H100 80GB (a3-highgpu-1g … a3-highgpu-8g)" in \
+        card.missing.value
+    assert card.missing in card.children
+    choose(card, machine="n1-standard-8")
+    assert set(values(card.accelerator_type)) == {"", "NVIDIA_TESLA_T4", "NVIDIA_TESLA_P4"}  # no V100 there
+
+
+def test_a_loaded_h100_job_in_that_region_is_shown_and_refused():
+    w = PoolConfigurator(spec={"workerPoolSpecs": [pool(machine="a3-highgpu-8g", accelerator="NVIDIA_H100_80GB",
+                                                        accelerator_count=8)]}, region="us-west2")
+    assert w.cards[0].machine.value == "a3-highgpu-8g"  # kept visible, so validation can name it
+    assert w.problems == validate.problems(w.spec, "us-west2") and len(w.problems) == 1
+    assert "NVIDIA_H100_80GB) is not offered for Vertex AI training in us-west2" in w.problems[0]
+    w.region_picker.value = "us-central1"
+    assert w.valid
+
+
+def test_notices_are_shown_but_do_not_invalidate():
+    w = PoolConfigurator()
+    choose(w.cards[0], machine="a3-ultragpu-8g")
+    assert w.valid and w.notices == validate.notices(w.spec, "us-central1")
+    assert "does not cover NVIDIA_H200_141GB in us-central1" in w.notices_html.value
+
+
+def test_scheduling_and_access_section_sets_the_fields():
+    w = PoolConfigurator()
+    section = w.access_section
+    assert section in w.children
+    assert [label for label, _ in section.controls["strategy"].options] == [
+        "default (STANDARD)", "STANDARD", "SPOT", "FLEX_START"]
+    edits = {"strategy": "SPOT", "timeout": "90m", "restart": True, "service_account": "sa@p.iam.gserviceaccount.com",
+             "network": "projects/1/global/networks/vpc", "web_access": True, "dashboard_access": True,
+             "tensorboard": "projects/p/locations/us-central1/tensorboards/1", "reservation": "ANY"}
+    for field, value in edits.items():
+        section.controls[field].value = value
+    spec = w.spec.spec
+    assert (spec.scheduling.strategy.name, spec.scheduling.timeout.total_seconds()) == ("SPOT", 5400)
+    assert spec.scheduling.restart_job_on_worker_restart and spec.enable_web_access and spec.enable_dashboard_access
+    assert (spec.service_account, spec.network, spec.tensorboard) == (
+        edits["service_account"], edits["network"], edits["tensorboard"])
+    assert all(p.machine_spec.reservation_affinity.reservation_affinity_type.name == "ANY_RESERVATION"
+               for _, p in w.spec.pools)
+    assert w.valid, w.problems
+    assert f"${cost.estimate(w.spec, 'us-central1').spot:.4f}/h Spot" in w.cost_html.value
+    assert "scheduling_strategy=Scheduling.Strategy.SPOT" in w.export("sdk")
+
+
+def test_a_bad_duration_is_one_line_naming_the_flag():
+    w = PoolConfigurator()
+    w.access_section.controls["max_wait"].value = "2 hours"
+    assert w.problems == ["--max-wait (scheduling.maxWaitDuration): not a duration: '2 hours' (e.g. 30m, 2h, 1h30m, "
+                          "3600s)"]
+
+
+def test_flex_start_in_the_configurator_follows_the_rules():
+    w = PoolConfigurator()
+    w.access_section.controls["strategy"].value = "FLEX_START"
+    assert any("FLEX_START (scheduling.strategy) takes" in p for p in w.problems)
+    for card in w.cards[:2]:
+        choose(card, machine="a2-highgpu-1g")
+    w.access_section.controls["max_wait"].value = "4h"
+    assert w.valid, w.problems
+    assert w.spec.spec.scheduling.max_wait_duration.total_seconds() == 4 * 3600
+
+
+def test_a_job_with_scheduling_and_access_round_trips_through_the_configurator():
+    body = four_pools()
+    body["jobSpec"].update(serviceAccount="sa@p.iam.gserviceaccount.com", enableDashboardAccess=True,
+                           reservedIpRanges=["r-a"], network="projects/1/global/networks/vpc", persistentResourceId="pr")
+    body["jobSpec"]["scheduling"].update(strategy="SPOT", disableRetries=True)
+    w = PoolConfigurator(spec=body)
+    assert w.spec == JobSpec.load(body)
+    controls = w.access_section.controls
+    assert (controls["strategy"].value, controls["timeout"].value, controls["restart"].value,
+            controls["disable_retries"].value, controls["dashboard_access"].value) == ("SPOT", "2h", True, True, True)
+    controls["strategy"].value = ""
+    assert "strategy" not in w.spec.to_dict("rest")["jobSpec"]["scheduling"]

@@ -8,9 +8,12 @@ widget front end.
 from __future__ import annotations
 
 from html import escape
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+
+if TYPE_CHECKING:
+    from jupyter_ext.cost import Estimate
 
 RED, GREEN, GREY = "#c5221f", "#188038", "#5f6368"
 _PRE = ("margin:2px 0;padding:6px 8px;background:rgba(127,127,127,0.08);border-radius:4px;"
@@ -36,6 +39,13 @@ def problem_list(problems: list[str]) -> str:
         return f'<div class="vtrain-valid" style="color:{GREEN};font-weight:600">valid</div>'
     items = "".join(f"<li>{escape(p)}</li>" for p in problems)
     return f'<ul class="vtrain-problems" style="color:{RED};margin:2px 0;padding-left:18px">{items}</ul>'
+
+
+def cost(estimate: Estimate) -> str:
+    """The estimate's one-line summary, then what is not priced, in grey."""
+    lines = [f'<div class="vtrain-cost" style="margin:2px 0">{escape(estimate.summary())}</div>']
+    lines += [note(f"not priced: {line}") for line in estimate.unpriced]
+    return "".join(lines)
 
 
 def frame(df: pd.DataFrame, max_rows: int = 60, header: list[str] | None = None) -> str:

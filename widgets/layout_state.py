@@ -9,6 +9,7 @@ State layout::
 
     {"display_name": str, "region": str, "image": str,  # image: the primary's
      "pools": [pool, pool, pool, pool],                  # positions 0..3
+     "access": {...},                                    # the "Scheduling & access" section
      "extra": {...}}                                     # what the UI does not edit
 
     pool = {"enabled", "replica_count", "machine_type", "accelerator_type",
@@ -20,6 +21,14 @@ mode, the reducer image of the region). `base` holds the pool's REST fields the
 cards do not edit (command, args, env, pythonPackageSpec, ...), so a loaded job
 comes back unchanged; `None` means a pool made in the UI, which runs the
 primary's code.
+
+`access` holds the values of the scheduling and access flags the section edits
+(`ACCESS_FIELDS`, keywords of `scheduling.apply`): strings as typed ("" for unset)
+and booleans. `build_job` applies them last, so they replace what the loaded job
+had; a `reservation` of None (the pools use different ones) leaves the pools' own.
+
+`problems(state)` are the core's rules in the chosen region; `notices(state)` and
+`estimate(state)` (the cost per hour) follow the region too.
 """
 
 from __future__ import annotations
@@ -27,7 +36,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from jupyter_ext import catalog, packaging, validate
+from jupyter_ext import catalog, cost, packaging, scheduling, validate
 from jupyter_ext.errors import WorkbenchError
 from jupyter_ext.spec import JobSpec, is_empty_pool, message_to_dict, pool_image
 
@@ -38,6 +47,12 @@ PARAMETER_SERVER, REDUCTION_SERVER = "parameter_server", "reduction_server"
 # machineSpec fields the cards edit; any other (reservationAffinity, ...) is kept from `base`
 _MACHINE_KEYS = ("machineType", "acceleratorType", "acceleratorCount", "tpuTopology")
 _CODE_KEYS = ("containerSpec", "pythonPackageSpec")
+# the scheduling.apply() keywords the "Scheduling & access" section edits, and the CustomJobSpec
+# keys they own (taken out of `extra`, so the section's values are the only ones)
+ACCESS_FIELDS = ("strategy", "max_wait", "timeout", "restart", "disable_retries", "service_account", "network",
+                 "web_access", "dashboard_access", "tensorboard", "reservation")
+_ACCESS_SPEC_KEYS = ("scheduling", "serviceAccount", "network", "enableWebAccess", "enableDashboardAccess",
+                     "tensorboard")
 
 
 # ---- state -----------------------------------------------------------------
@@ -48,13 +63,26 @@ def default_pool(enabled: bool) -> dict[str, Any]:
             "boot_disk_size_gb": DEFAULT_DISK_GB, "mode": PARAMETER_SERVER, "base": None}
 
 
+def default_access() -> dict[str, Any]:
+    """Nothing set: Vertex AI's defaults (STANDARD, 7 days, no restarts, the default service account)."""
+    return {key: False if key in ("restart", "disable_retries", "web_access", "dashboard_access") else ""
+            for key in ACCESS_FIELDS}
+
+
 def default_state(display_name: str = DEFAULT_NAME, region: str = catalog.DEFAULT_REGION,
                   image: str | None = None) -> dict[str, Any]:
     """The codelab's layout: a primary (chief) and one worker on the default machine,
     running the workbench's default base image unless `image` is given."""
     pools = [default_pool(True), default_pool(True), default_pool(False), default_pool(False)]
     return {"display_name": display_name, "region": region, "image": image or packaging.resolve_base_image(),
-            "pools": pools, "extra": {}}
+            "pools": pools, "access": default_access(), "extra": {}}
+
+
+def update_access(state: dict[str, Any], field: str, value: Any) -> dict[str, Any]:
+    """The state after the user sets one field of the "Scheduling & access" section."""
+    state = copy.deepcopy(state)
+    state["access"][field] = value
+    return state
 
 
 def is_tpu_machine(name: str) -> bool:
@@ -146,18 +174,29 @@ def build_job(state: dict[str, Any]) -> JobSpec:
         pools.pop()
     spec = JobSpec.from_dict({**copy.deepcopy(extra.get("spec", {})), "workerPoolSpecs": pools}).spec
     job = extra.get("job")  # what the cards do not edit (labels, legacy options, encryption, a study)
-    if job is None:
-        return JobSpec(state["display_name"], spec)
-    return job.copy(display_name=state["display_name"], spec=spec)
+    job = JobSpec(state["display_name"], spec) if job is None else \
+        job.copy(display_name=state["display_name"], spec=spec)
+    return scheduling.apply(job, **state["access"])
 
 
 def problems(state: dict[str, Any]) -> tuple[JobSpec | None, list[str]]:
-    """The job and validate.problems of it; a job the core cannot parse gives its error."""
+    """The job and validate.problems of it in the state's region; a job the core cannot parse gives
+    its error."""
     try:
         job = build_job(state)
     except WorkbenchError as exc:
         return None, [str(exc)]
-    return job, validate.problems(job)
+    return job, validate.problems(job, state["region"])
+
+
+def notices(state: dict[str, Any], job: JobSpec | None) -> list[str]:
+    """validate.notices of the job in the state's region ([] when there is no job)."""
+    return validate.notices(job, state["region"]) if job is not None else []
+
+
+def estimate(state: dict[str, Any], job: JobSpec | None) -> cost.Estimate | None:
+    """What the job costs per hour in the state's region (None when there is no job)."""
+    return cost.estimate(job, state["region"]) if job is not None else None
 
 
 def _image_to_run(state: dict[str, Any], pos: int) -> str:
@@ -218,11 +257,13 @@ def state_from_job(job: JobSpec, region: str = catalog.DEFAULT_REGION) -> dict[s
     state_pools = [_pool_state(specs[pos] if pos < len(specs) else None, pos, primary_image, region)
                    for pos in range(4)]
     spec = message_to_dict(job.spec)
-    spec.pop("workerPoolSpecs", None)
+    for key in ("workerPoolSpecs", *_ACCESS_SPEC_KEYS):
+        spec.pop(key, None)
     extra = {"spec": spec, "job": job.copy(), "pool_count": len(specs),
              "more_pools": [message_to_dict(p) for p in specs[4:]]}
+    flags = scheduling.values(job)
     return {"display_name": job.display_name, "region": region, "image": primary_image, "pools": state_pools,
-            "extra": extra}
+            "access": {key: flags[key] for key in ACCESS_FIELDS}, "extra": extra}
 
 
 def _pool_state(spec: Any, pos: int, primary_image: str, region: str) -> dict[str, Any]:

@@ -65,6 +65,20 @@ class LogBuffer:
             return sum(self._counts.values()) if task_name is None else self._counts[task_name]
 
 
+_SGR = re.compile(r"\x1b\[[0-9;]*m")  # colours and bold, which Keras 3 writes even to files
+
+
+def fold(text: str) -> str:
+    """A line as a terminal shows it: progress bars (Keras, tqdm) rewrite the line with `\r`
+    (Keras first backs up with `\b`), so what stays is each column's last character."""
+    if "\r" not in text and "\b" not in text and "\x1b" not in text:
+        return text
+    shown = ""
+    for part in _SGR.sub("", text).replace("\b", "").split("\r"):
+        shown = part + shown[len(part):]
+    return shown
+
+
 def colour(task_name: str) -> str:
     return PALETTE[sum(task_key(task_name)) % len(PALETTE)]
 
@@ -93,6 +107,19 @@ def state_badge(state: str, elapsed: str = "") -> str:
 def error_html(error: str) -> str:
     return (f'<pre style="color:#c62828;white-space:pre-wrap;margin:0 0 6px 0;font-size:12px">'
             f"{html.escape(error)}</pre>") if error else ""
+
+
+def access_html(access: dict[str, str]) -> str:
+    """How to open a shell in each replica: Vertex AI's links, or the local `vtrain shell` commands."""
+    if not access:
+        return ""
+    items = []
+    for task, how in sorted(access.items(), key=lambda item: task_key(item[0])):
+        if how.startswith("https://") or how.startswith("http://"):
+            items.append(f'<a href="{html.escape(how)}" target="_blank" rel="noopener">{html.escape(task)}</a>')
+        else:
+            items.append(f"<code>{html.escape(how)}</code>")
+    return f'<div class="vtrain-access">Shell into a replica: {" &nbsp; ".join(items)}</div>'
 
 
 def format_elapsed(seconds: float) -> str:

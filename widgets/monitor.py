@@ -18,9 +18,10 @@ from typing import Any
 import ipywidgets as w
 import traitlets
 
-from jupyter_ext import failure, states
+from jupyter_ext import failure, replica_shell, states
 
-from .logbuffer import ALL, Line, LogBuffer, error_html, format_elapsed, render_lines, state_badge, task_key
+from .logbuffer import (ALL, Line, LogBuffer, access_html, error_html, fold, format_elapsed, render_lines, state_badge,
+                        task_key)
 
 REDRAW_EVERY = 0.25
 STATE_EVERY = 1.0
@@ -41,6 +42,7 @@ class JobMonitor(w.VBox):
         self._cancel = w.Button(description="Cancel", icon="stop", button_style="danger",
                                 layout=w.Layout(width="auto"))
         self._error = w.HTML()
+        self._access = w.HTML()  # enableWebAccess: how to open a shell in each replica
         self._tabs = w.Tab()
         self._cluster = w.Accordion()
         self._views: dict[str, w.HTML] = {}
@@ -51,7 +53,7 @@ class JobMonitor(w.VBox):
         self._threads: list[threading.Thread] = []
         header = w.HBox([self._badge, self._title, self._search, self._cancel],
                         layout=w.Layout(align_items="center", justify_content="space-between"))
-        super().__init__([header, self._error, self._tabs, self._cluster], **kwargs)
+        super().__init__([header, self._error, self._access, self._tabs, self._cluster], **kwargs)
         self._cancel.on_click(lambda _b: self.cancel())
         self._search.observe(lambda _c: self.redraw(force=True), names="value")
         self._tabs.observe(lambda _c: self.redraw(force=True), names="selected_index")
@@ -79,6 +81,11 @@ class JobMonitor(w.VBox):
     def show_replica(self, task_name: str) -> None:
         self._ensure_view(task_name)
         self._tabs.selected_index = list(self._views).index(task_name)
+
+    @property
+    def finished(self) -> bool:
+        """The job is final, every line was read and the view drawn."""
+        return bool(self._threads) and not any(thread.is_alive() for thread in self._threads)
 
     def wait(self, timeout: float | None = None) -> str:
         """Block until the job is final and every line was read; the final state."""
@@ -183,7 +190,7 @@ class JobMonitor(w.VBox):
                     # the state the view last read (at most a second old): once final, every entry is written
                     for record in reader.follow(lambda: states.is_final(self.state), stop=self._stop):
                         self.add_lines([Line(record.task_name, record.timestamp.strftime("%H:%M:%S.%f")[:-3],
-                                             record.text, record.severity)])
+                                             fold(record.text), record.severity)])
                     return
                 except Exception as exc:  # noqa: BLE001  (shown in the view; the thread must go on)
                     self._error.value = error_html(f"reading the logs failed, retrying: {exc}")
@@ -212,3 +219,4 @@ class JobMonitor(w.VBox):
         start, end = resource.start_time, resource.end_time
         elapsed = format_elapsed(((end or datetime.now(timezone.utc)) - start).total_seconds()) if start else ""
         self.set_state(resource.state.name, resource.error.message, elapsed)
+        self._access.value = access_html(replica_shell.access(resource, local=self.handle.target.local))

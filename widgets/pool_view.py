@@ -1,35 +1,79 @@
-"""What a pool card shows, from the configurator's UI state (see `layout_state`).
+"""What a pool card and the "Scheduling & access" section show, from the configurator's UI state
+(see `layout_state`).
 
 `pool_view(state, pos)` gives the values, the options of every picker (only what
-the catalog offers, plus a loaded value it does not, so validation can name it),
-and what is disabled or hidden. `PoolCard` renders it and nothing else.
+the catalog offers in the state's region, plus a loaded value it does not, so
+validation can name it), what is disabled or hidden, and one line per reason a
+machine or accelerator is missing (not offered in the region; past end of support).
+`access_view(state)` gives the section's values and strategy choices. The widgets
+render these and nothing else.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from jupyter_ext import catalog, validate
+from jupyter_ext import catalog, scheduling, validate
 from jupyter_ext.spec import POOL_ROLES
 
 from .layout_state import PARAMETER_SERVER, REDUCTION_SERVER, is_tpu_machine, reducer_suggestion
 
 MODES = (("Parameter servers", PARAMETER_SERVER), ("Reduction Server", REDUCTION_SERVER))
 POOL_TITLES = tuple(role.capitalize() for role in POOL_ROLES)
+STRATEGY_OPTIONS = (("default (STANDARD)", ""), *((name, name) for name in scheduling.STRATEGIES))
 
 
-def machine_options(include_tpu: bool = True) -> list[tuple[str, str]]:
-    """(label, name) of every training machine, family by family in the catalog's order."""
+def _offered_in(region: str | None, machine_name: str, accelerator: str = "") -> bool:
+    """False only when the region data says the region does not offer it (an unknown region or
+    coverage is offered: validation names a bad region)."""
+    if not region or region not in catalog.training_regions():
+        return True
+    return catalog.unavailable(region, machine_name, accelerator) is None
+
+
+def machine_options(include_tpu: bool = True, region: str | None = None) -> list[tuple[str, str]]:
+    """(label, name) of every training machine offered in `region`, family by family in the catalog's order."""
     return [(m.label, m.name) for ms in catalog.families().values() for m in ms
-            if include_tpu or m.kind != "tpu"]
+            if (include_tpu or m.kind != "tpu") and _offered_in(region, m.name)]
 
 
-def accelerator_type_options(machine_name: str) -> list[tuple[str, str]]:
-    """Only what catalog.valid_accelerators offers; "None" where the machine may run without one."""
+def accelerator_type_options(machine_name: str, region: str | None = None) -> list[tuple[str, str]]:
+    """What catalog.valid_accelerators offers, less what `region` does not and what is past end of
+    support; "None" where the machine may run without one."""
     machine = catalog.machine(machine_name)
     offered = catalog.valid_accelerators(machine_name)
     none = [("None", "")] if not offered or (machine is not None and machine.kind == "cpu") else []
-    return none + [(_accelerator_label(a), a) for a in offered]
+    return none + [(_accelerator_label(a), a) for a in offered
+                   if not catalog.is_deprecated(a) and _offered_in(region, machine_name, a)]
+
+
+def missing_notes(region: str | None, machine_name: str, include_tpu: bool = True) -> list[str]:
+    """Why pickers lack something: accelerators `region` does not offer (with the machines they
+    hide), and this machine's accelerators past end of support."""
+    hidden: dict[str, list[str]] = {}
+    if region and region in catalog.training_regions():
+        for m in catalog.machines():
+            if (include_tpu or m.kind != "tpu") and not _offered_in(region, m.name):
+                hidden.setdefault(catalog.implied_accelerator(m.name), []).append(m.name)
+        for accel in catalog.valid_accelerators(machine_name):
+            if not _offered_in(region, machine_name, accel):
+                hidden.setdefault(accel, [])
+    notes = []
+    if hidden:
+        parts = [catalog.accelerator_label(a) + (f" ({_machine_span(names)})" if names else "")
+                 for a, names in hidden.items()]
+        notes.append(f"Not offered for training in {region}: {', '.join(parts)} (region data of "
+                     f"{catalog.region_data_age()}; see the README)")
+    for accel in catalog.valid_accelerators(machine_name):
+        if catalog.is_deprecated(accel):
+            when = catalog.end_of_support(accel)
+            notes.append(f"{catalog.accelerator_label(accel)} is not offered: past end of support"
+                         + (f" ({when})" if when else ""))
+    return notes
+
+
+def _machine_span(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{names[0]} … {names[-1]}"
 
 
 def accelerator_count_options(machine_name: str, accelerator: str) -> list[tuple[str, int]]:
@@ -74,11 +118,12 @@ def pool_view(state: dict[str, Any], pos: int) -> dict[str, Any]:
         "mode": pool["mode"] if pos == 2 else None,
         "replica_count": pool["replica_count"], "replicas_disabled": pos == 0,
         "machine_type": pool["machine_type"],
-        "machine_options": _with_current(machine_options(include_tpu=pos == 0), pool["machine_type"],
-                                         pool["machine_type"] or "(none)"),
+        "machine_options": _with_current(machine_options(include_tpu=pos == 0, region=state["region"]),
+                                         pool["machine_type"], pool["machine_type"] or "(none)"),
         "accelerator_type": accel,
-        "accelerator_type_options": _with_current(accelerator_type_options(pool["machine_type"]), accel,
-                                                  _accelerator_label(accel)),
+        "accelerator_type_options": _with_current(accelerator_type_options(pool["machine_type"], state["region"]),
+                                                  accel, _accelerator_label(accel)),
+        "missing": missing_notes(state["region"], pool["machine_type"], include_tpu=pos == 0),
         "accelerator_count": count,
         "accelerator_count_options": _with_current(accelerator_count_options(pool["machine_type"], accel),
                                                    count, str(count)),
@@ -95,3 +140,14 @@ def pool_view(state: dict[str, Any], pos: int) -> dict[str, Any]:
         "boot_disk_size_gb": pool["boot_disk_size_gb"],
         "suggestion": reducer_suggestion(state)[1] if reducer and active else "",
     }
+
+
+def access_view(state: dict[str, Any]) -> dict[str, Any]:
+    """What the "Scheduling & access" section shows: its values (a reservation of None shows empty,
+    with a placeholder saying the pools differ) and the strategy choices (plus a loaded deprecated one)."""
+    access = state["access"]
+    values = {key: "" if value is None else value for key, value in access.items()}
+    return {"values": values,
+            "strategy_options": _with_current(list(STRATEGY_OPTIONS), access["strategy"], access["strategy"]),
+            "reservation_placeholder": "the pools use different reservations" if access["reservation"] is None
+            else "ANY, NONE or projects/P/zones/Z/reservations/NAME"}

@@ -1,10 +1,12 @@
-"""Lay out a job's worker pools by pointing and clicking.
+"""Lay out a job's worker pools, its scheduling and its access by pointing and clicking.
 
 `PoolConfigurator` holds the UI state in traits, turns it into the core's `JobSpec`
-with `layout_state.build_job`, and shows what the core says about that job: validation
-problems, the SDK's `worker_pool_specs`, the replicas, and three of the core's
-exports (gcloud command, SDK code, config.yaml). Each `PoolCard` shows
-`pool_view.pool_view`, so the pickers offer only what the catalog offers.
+with `layout_state.build_job`, and shows what the core says about that job in the
+chosen region: validation problems and notices, the cost per hour (`cost.estimate`),
+the SDK's `worker_pool_specs`, the replicas, and three of the core's exports (gcloud
+command, SDK code, config.yaml). Each `PoolCard` shows `pool_view.pool_view`, so the
+pickers offer only what the catalog offers in the region and say why the rest is
+missing; the `AccessSection` ("Scheduling & access") shows `pool_view.access_view`.
 """
 
 from __future__ import annotations
@@ -19,11 +21,11 @@ from ipywidgets import HTML, Box, Button, Checkbox, Dropdown, HBox, IntText, Lay
 from ipywidgets.widgets.widget import CallbackDispatcher
 from traitlets import Dict, Enum, Instance, List, Unicode, default, observe
 
-from jupyter_ext import catalog, exports, packaging
+from jupyter_ext import catalog, cost, exports, packaging
 from jupyter_ext.spec import JobSpec
 
 from . import _html, layout_state, tables
-from .pool_view import MODES, POOL_TITLES, pool_view
+from .pool_view import MODES, POOL_TITLES, access_view, pool_view
 
 _STYLE = {"description_width": "100px"}
 _WIDE = Layout(width="440px")
@@ -62,6 +64,7 @@ class PoolCard(VBox):
         self.disk_type = Dropdown(description="Boot disk", style=_STYLE, layout=Layout(width="300px"))
         self.disk_size = IntText(description="GB", style={"description_width": "24px"}, layout=Layout(width="120px"))
         self.suggestion = HTML()
+        self.missing = HTML()  # why a machine or accelerator is not offered
         self.use_suggestion = Button(description="Use suggestion", icon="magic") if pos == 2 else None
         # rows made once: each refresh only picks which of them the card shows
         self.head_row = HBox(layout=Layout(align_items="center", justify_content="space-between"))
@@ -108,6 +111,7 @@ class PoolCard(VBox):
             _set_options(self.disk_type, v["boot_disk_type_options"], v["boot_disk_type"])
             self.disk_size.value = v["boot_disk_size_gb"]
             self.suggestion.value = _html.note(v["suggestion"]) if v["suggestion"] else ""
+            self.missing.value = "".join(_html.note(line) for line in v["missing"])
         finally:
             self._rendering = False
         self.head_row.children = [self.heading, self.enabled] + (
@@ -117,9 +121,73 @@ class PoolCard(VBox):
             rows += [self.replicas, self.machine, self.accelerator_row]
             rows += [self.topology] if v["show_topology"] else []
             rows += [self.image, self.disk_row]
+            rows += [self.missing] if v["missing"] else []
             if v["suggestion"] and self.use_suggestion is not None:
                 rows += [self.suggestion, self.use_suggestion]
         self.children = rows
+
+
+class AccessSection(VBox):
+    """"Scheduling & access": strategy, waits, restarts, identity, network, web and dashboard access,
+    TensorBoard, reservation. It shows `access_view` (the `view` trait) and reports the user's edits
+    to the callbacks given to `on_edit(callback(field, value))`."""
+
+    view = Dict(help="what the section shows (pool_view.access_view)")
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._edits = CallbackDispatcher()
+        self._rendering = False
+        wide = Layout(width="440px")
+
+        def text(description: str, placeholder: str) -> Text:
+            return Text(description=description, placeholder=placeholder, style=_STYLE, layout=wide,
+                        continuous_update=False)
+
+        def check(description: str) -> Checkbox:
+            return Checkbox(description=description, indent=False, layout=Layout(width="auto"))
+
+        self.controls: dict[str, Any] = {
+            "strategy": Dropdown(description="Strategy", style=_STYLE, layout=Layout(width="300px")),
+            "max_wait": text("Max wait", "FLEX_START: e.g. 2h (0: wait for ever; default 1 day)"),
+            "timeout": text("Timeout", "e.g. 90m (default: 7 days)"),
+            "restart": check("restart the job when a worker fails"),
+            "disable_retries": check("disable retries"),
+            "service_account": text("Service account", "default: the project's Vertex AI service agent"),
+            "network": text("Network", "projects/PROJECT_NUMBER/global/networks/NAME"),
+            "web_access": check("interactive shell (web access)"),
+            "dashboard_access": check("dashboard access"),
+            "tensorboard": text("TensorBoard", "projects/P/locations/L/tensorboards/ID"),
+            "reservation": text("Reservation", ""),
+        }
+        for field, control in self.controls.items():
+            control.observe(partial(self._changed, field), names="value")
+        c = self.controls
+        kwargs.setdefault("children", [
+            HTML(_html.heading("Scheduling & access")),
+            HBox([c["strategy"], c["restart"], c["disable_retries"]]), c["max_wait"], c["timeout"],
+            c["service_account"], c["network"], HBox([c["web_access"], c["dashboard_access"]]),
+            c["tensorboard"], c["reservation"]])
+        super().__init__(**kwargs)
+
+    def on_edit(self, callback: Callable[[str, Any], None], remove: bool = False) -> None:
+        self._edits.register_callback(callback, remove=remove)
+
+    def _changed(self, field: str, change: dict[str, Any]) -> None:
+        if not self._rendering:
+            self._edits(field, change["new"])
+
+    @observe("view")
+    def _refresh(self, _change: Any = None) -> None:
+        v = self.view
+        self._rendering = True
+        try:
+            _set_options(self.controls["strategy"], v["strategy_options"], v["values"]["strategy"])
+            for field, control in self.controls.items():
+                if field != "strategy":
+                    control.value = v["values"][field]
+            self.controls["reservation"].placeholder = v["reservation_placeholder"]
+        finally:
+            self._rendering = False
 
 
 class PoolConfigurator(_html.StaticRepr, VBox):
@@ -131,10 +199,12 @@ class PoolConfigurator(_html.StaticRepr, VBox):
     """
 
     display_name = Unicode(layout_state.DEFAULT_NAME, help="the job's display name")
-    region = Unicode(catalog.DEFAULT_REGION, help="Vertex AI region (exports; the Reduction Server image)")
+    region = Unicode(catalog.DEFAULT_REGION, help="Vertex AI region: what the pickers offer, the rules, the cost, "
+                     "the exports, the Reduction Server image")
     image = Unicode(help="the primary's image; other pools use it when left empty (default: the workbench's "
                          "default base image)")
     pools = List(Dict(), help="the four pools' UI state, positions 0..3 (see widgets.layout_state)")
+    access = Dict(help="the scheduling and access flags' values (see widgets.layout_state.ACCESS_FIELDS)")
     export_kind = Enum(("", *EXPORTS), "", help="the export shown in the output area: gcloud, sdk, yaml, or empty")
     job = Instance(JobSpec, allow_none=True, read_only=True,
                    help="the job the cards describe (None when the core cannot parse it); observe it to follow")
@@ -144,16 +214,20 @@ class PoolConfigurator(_html.StaticRepr, VBox):
         self._extra: dict[str, Any] = {}
         self._problems: list[str] = []
         self._json = ""
+        self._estimate: cost.Estimate | None = None
         self.name_text = Text(description="Display name", style=_STYLE, layout=Layout(width="360px"),
                               continuous_update=False)
-        self.region_text = Text(description="Region", style={"description_width": "50px"},
-                                layout=Layout(width="220px"), continuous_update=False)
+        self.region_picker = Dropdown(description="Region", style={"description_width": "50px"},
+                                      layout=Layout(width="240px"))
         self.name_text.observe(lambda c: setattr(self, "display_name", c["new"]), names="value")
-        self.region_text.observe(lambda c: setattr(self, "region", c["new"]), names="value")
+        self.region_picker.observe(lambda c: setattr(self, "region", c["new"]), names="value")
         self.cards = tuple(PoolCard(pos) for pos in range(4))
         for card in self.cards:
             card.on_edit(self._on_edit)
+        self.access_section = AccessSection()
+        self.access_section.on_edit(self._on_access_edit)
         self.problems_html, self.preview, self.table, self.export_output = HTML(), HTML(), HTML(), HTML()
+        self.notices_html, self.cost_html = HTML(), HTML()
         self.export_buttons = {kind: Button(description=exports.KINDS[core].label) for kind, core in EXPORTS.items()}
         for kind, button in self.export_buttons.items():
             button.on_click(lambda _button, kind=kind: self.export(kind))
@@ -163,9 +237,11 @@ class PoolConfigurator(_html.StaticRepr, VBox):
             if "display_name" in kwargs:
                 self.display_name = kwargs["display_name"]
         self.children = [
-            HBox([self.name_text, self.region_text]),
+            HBox([self.name_text, self.region_picker]),
             Box(list(self.cards), layout=Layout(display="flex", flex_flow="row wrap")),
-            HTML(_html.heading("Validation")), self.problems_html,
+            self.access_section,
+            HTML(_html.heading("Validation")), self.problems_html, self.notices_html,
+            HTML(_html.heading("Cost per hour")), self.cost_html,
             HTML(_html.heading("worker_pool_specs")), self.preview,
             HTML(_html.heading("Replicas")), self.table,
             HBox([HTML(_html.heading("Export")), *self.export_buttons.values()]), self.export_output,
@@ -181,12 +257,16 @@ class PoolConfigurator(_html.StaticRepr, VBox):
     def _default_pools(self) -> list[dict[str, Any]]:
         return layout_state.default_state()["pools"]
 
+    @default("access")
+    def _default_access(self) -> dict[str, Any]:
+        return layout_state.default_access()
+
     # ---- state ------------------------------------------------------------
     @property
     def state(self) -> dict[str, Any]:
         """The UI state as a plain dict (a copy; assign it back to change the widget)."""
         return copy.deepcopy({"display_name": self.display_name, "region": self.region, "image": self.image,
-                                     "pools": self.pools, "extra": self._extra})
+                              "pools": self.pools, "access": self.access, "extra": self._extra})
 
     @state.setter
     def state(self, state: dict[str, Any]) -> None:
@@ -194,7 +274,7 @@ class PoolConfigurator(_html.StaticRepr, VBox):
         try:
             self._extra = state.get("extra") or {}
             self.display_name, self.region, self.image = state["display_name"], state["region"], state["image"]
-            self.pools = state["pools"]
+            self.pools, self.access = state["pools"], state["access"]
         finally:
             self._batch = False
         self._refresh()
@@ -218,6 +298,16 @@ class PoolConfigurator(_html.StaticRepr, VBox):
         return not self._problems
 
     @property
+    def notices(self) -> list[str]:
+        """validate.notices of the current job in the region, one line each."""
+        return layout_state.notices(self.state, self.job)
+
+    @property
+    def cost(self) -> cost.Estimate | None:
+        """What the current job costs per hour in the region (an estimate; None when it cannot be read)."""
+        return self._estimate
+
+    @property
     def preview_json(self) -> str:
         """The JSON shown: the SDK's `worker_pool_specs` of `.spec`."""
         return self._json
@@ -239,8 +329,11 @@ class PoolConfigurator(_html.StaticRepr, VBox):
         else:
             self.state = layout_state.update_pool(self.state, pos, field, value)
 
+    def _on_access_edit(self, field: str, value: Any) -> None:
+        self.state = layout_state.update_access(self.state, field, value)
+
     # ---- view ---------------------------------------------------------------
-    @observe("display_name", "region", "image", "pools", "export_kind")
+    @observe("display_name", "region", "image", "pools", "access", "export_kind")
     def _changed(self, _change: Any) -> None:
         if self._ready and not self._batch:
             self._refresh()
@@ -251,8 +344,16 @@ class PoolConfigurator(_html.StaticRepr, VBox):
         self.set_trait("job", job)
         for card in self.cards:
             card.pool_view = pool_view(state, card.pos)
-        self.name_text.value, self.region_text.value = self.display_name, self.region
+        self.access_section.view = access_view(state)
+        self.name_text.value = self.display_name
+        regions = catalog.training_regions()
+        _set_options(self.region_picker, [(r, r) for r in regions] + ([] if self.region in regions
+                                                                      else [(self.region, self.region)]),
+                     self.region)
         self.problems_html.value = _html.problem_list(self._problems)
+        self.notices_html.value = "".join(_html.note(f"note: {line}") for line in layout_state.notices(state, job))
+        self._estimate = layout_state.estimate(state, job)
+        self.cost_html.value = _html.cost(self._estimate) if self._estimate else ""
         self._json = json.dumps(job.to_dict("sdk")["worker_pool_specs"], indent=2) if job else ""
         self.preview.value = _html.pre(self._json, max_height="360px")
         try:
@@ -266,7 +367,9 @@ class PoolConfigurator(_html.StaticRepr, VBox):
         export = (_html.heading(exports.KINDS[EXPORTS[self.export_kind]].label) + self.export_output.value
                   if self.export_output.value else "")
         return (f'<div class="vtrain-pools">{_html.heading(f"Worker pools of {self.display_name} ({self.region})")}'
-                f"{self.problems_html.value}{_html.heading('worker_pool_specs')}{self.preview.value}"
+                f"{self.problems_html.value}{self.notices_html.value}"
+                f"{_html.heading('Cost per hour')}{self.cost_html.value}"
+                f"{_html.heading('worker_pool_specs')}{self.preview.value}"
                 f"{_html.heading('Replicas')}{self.table.value}{export}</div>")
 
     def to_text(self) -> str:
@@ -277,5 +380,7 @@ class PoolConfigurator(_html.StaticRepr, VBox):
                 ms = pool.machine_spec
                 lines.append(f"  pool {pos} {POOL_TITLES[pos].lower()}: {pool.replica_count} x "
                              f"{ms.machine_type}, accelerators {tables.accelerators_text(ms)}")
+        if self._estimate is not None:
+            lines.append(f"cost: {self._estimate.summary()}")
         lines += ["valid"] if self.valid else [f"problem: {p}" for p in self._problems]
         return "\n".join(lines)

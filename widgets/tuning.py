@@ -257,6 +257,11 @@ class TuningMonitor(w.VBox):
         self._thread = threading.Thread(target=self._poll, name="tuning-monitor", daemon=True)
         self._thread.start()
 
+    @property
+    def finished(self) -> bool:
+        """The tuning job is final and drawn."""
+        return self._thread is not None and not self._thread.is_alive()
+
     def wait(self, timeout: float | None = None) -> str:
         """Block until the tuning job is final (and drawn); its final state."""
         if self._thread is not None:

@@ -15,9 +15,10 @@ from typing import Any, Iterator
 
 from google.cloud.aiplatform_v1 import types as v1
 
-from .. import paths, staging, states, validate
+from .. import failure, paths, staging, states, validate
 from ..api import CUSTOM_JOBS, TUNING_JOBS, Collection
-from ..errors import WorkbenchError
+from ..environment import CLIENT_HEADER, Runtime
+from ..errors import JobFailedError, WorkbenchError
 from ..runner.backend import address_style, backend_of
 from ..spec import JobSpec
 from .logs import LogReader, LogRecord, log_filter
@@ -76,6 +77,34 @@ class Handle:
 
     def cancel(self) -> None:
         self.session.jobs(lambda c: getattr(c, f"cancel_{self.collection.method}")(name=self.name))
+
+    def failure(self) -> JobFailedError | None:
+        """Why the job did not succeed, as one line (None while it runs or once it succeeded): the
+        replica that failed, how it ended, and where its log is."""
+        resource = self.refresh()
+        state = resource.state.name
+        if not states.is_final(state) or state == "JOB_STATE_SUCCEEDED":
+            return None
+        message = resource.error.message or states.short(state).lower()
+        replica = failure.parse(message) if self.collection is CUSTOM_JOBS else None  # a trial's is not the job's
+        if replica is None:
+            detail = message.splitlines()[0]
+        elif self.local_dir is not None:
+            detail = f"replica {replica.task_name} {replica.how}; its log: {self.local_dir / 'logs'}/" \
+                     f"{replica.task_name}.log"
+        else:
+            detail = f"replica {replica.task_name} {replica.how}; its log: vtrain logs {self.id} --replica " \
+                     f"{replica.task_name} --project {self.target.project} --region {self.target.region}"
+        return JobFailedError(f"{self.collection.kind} {self.id} ({resource.display_name})", states.short(state),
+                              detail)
+
+    def result(self, timeout: float | None = None) -> Any:
+        """Wait for the job to end; the resource when it SUCCEEDED, else raise JobFailedError."""
+        self.wait(timeout)
+        problem = self.failure()
+        if problem is not None:
+            raise problem
+        return self.resource
 
     def wait(self, timeout: float | None = None, poll: float = 0.5) -> str:
         """Block until the job ends; its final state (or its state at the timeout)."""
@@ -192,7 +221,7 @@ def submit(spec: Any, target: Target | None = None, display_name: str | None = N
     when it goes there, and create the CustomJob on the target (a HyperparameterTuningJob for a
     legacy job with `hyperparameters`)."""
     target = target or Target()
-    job = validate.check(JobSpec.load(spec, display_name))
+    job = validate.check(JobSpec.load(spec, display_name), preflight.region_of(target))
     if display_name:
         job.display_name = display_name
     study = job.tuning_job()
@@ -229,7 +258,7 @@ def submit_tuning(resource: v1.HyperparameterTuningJob, target: Target | None = 
     resource = v1.HyperparameterTuningJob(resource)
     job = tuning.trial_base_job(resource)
     job.source_dir = source_dir
-    validate.check(job)
+    validate.check(job, preflight.region_of(target))
     preflight.check(job, target)
     custom = prepare(_staged(job, target), target, TUNING_JOBS.output_prefix)
     resource.trial_job_spec = custom.job_spec
@@ -283,6 +312,9 @@ def _staged(job: JobSpec, target: Target) -> JobSpec:
 
 
 def _create(collection: Collection, target: Target, resource: Any) -> Handle:
-    created = Session.of(target).jobs(lambda c: getattr(c, f"create_{collection.method}")(
-        parent=target.parent, **{collection.method: resource}))
+    session = Session.of(target)
+    # the local service runs process replicas with this Python (never sent to Google)
+    metadata = [(CLIENT_HEADER, Runtime.here().header())] if session.local_service() is not None else []
+    created = session.jobs(lambda c: getattr(c, f"create_{collection.method}")(
+        parent=target.parent, **{collection.method: resource}, metadata=metadata))
     return HANDLES[collection](created.name, target, created)

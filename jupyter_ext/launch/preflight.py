@@ -15,6 +15,10 @@ this machine. A job for Vertex AI is checked for those here:
 - `containerSpec.command` names no file of this machine (the home folder, the
   current or temporary folder, this Python environment): on Vertex AI it runs
   inside the image.
+
+`region_of(target)` is the region whose offer a job is checked against (none for
+the local service); `notices(job, target)` are the lines worth showing before a
+job goes (deprecated choices, what runs differently on this machine).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import tempfile
 from pathlib import Path
 from typing import Iterator
 
-from .. import packaging, paths
+from .. import packaging, paths, scheduling, validate
 from ..errors import ValidationError, WorkbenchError
 from ..spec import JobSpec
 from ..staging import is_local, split_uri
@@ -39,6 +43,18 @@ def check(job: JobSpec, target: Target) -> None:
     found = list(problems(job, target))
     if found:
         raise ValidationError(found)
+
+
+def region_of(target: Target) -> str | None:
+    """The Vertex AI region whose machines and accelerators a job for `target` must use."""
+    return None if target.local else target.region
+
+
+def notices(job: JobSpec, target: Target) -> list[str]:
+    found = validate.notices(job, region_of(target))
+    if target.local and (note := scheduling.local_notice(job)):
+        found.append(note)
+    return found
 
 
 def problems(job: JobSpec, target: Target) -> Iterator[str]:

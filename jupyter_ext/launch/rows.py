@@ -5,13 +5,14 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from .. import states
+from .. import replica_shell, states
 from ..runner.backend import backend_of
 from ..api import CUSTOM_JOBS, Collection
 
 
 def job_row(job: Any, local: bool, now: datetime | None = None, collection: Collection = CUSTOM_JOBS) -> dict[str, Any]:
-    """id, name, source, display name, state, replicas, backend, times (datetimes), duration (s), error, console URL."""
+    """id, name, source, display name, state, replicas, backend, times (datetimes), duration (s), error, console URL,
+    and `access`: how to open a shell in each replica (enableWebAccess; see replica_shell)."""
     now = now or datetime.now(timezone.utc)
     _, project, _, region, _, job_id = job.name.split("/")
     start, end = job.start_time, job.end_time
@@ -31,4 +32,5 @@ def job_row(job: Any, local: bool, now: datetime | None = None, collection: Coll
         "duration": round(((end or now) - start).total_seconds(), 3) if start else None,
         "error": job.error.message,
         "console_url": "" if local else collection.console_url(project, region, job_id),
+        "access": replica_shell.access(job, local),
     }

@@ -10,6 +10,7 @@ from typing import Callable, ClassVar, Mapping, Protocol
 from google.cloud.aiplatform_v1 import types as v1
 
 from ..cluster import Replica
+from ..environment import Runtime
 from ..errors import UnknownBackendError
 from ..spec import JobSpec
 
@@ -38,6 +39,7 @@ class Backend(Protocol):
     name: ClassVar[str]
     address_style: ClassVar[str]  # a cluster.ADDRESS_STYLES value
     cwd: Path | None  # the folder replicas start in (None: the caller's); the service sets the job's folder
+    runtime: Runtime | None  # the Python process replicas run with (the submitting client's); None: not processes
 
     def ports(self, count: int) -> list[int] | None:
         """One port per replica for process-style addresses, or None."""

@@ -1,14 +1,14 @@
 """What a pool runs when its replicas are processes on this machine.
 
-- pythonPackageSpec: `python -m <pythonModule> <args>` with the current
-  interpreter; `packageUris` may be local folders, wheels, sdists, `file://`
+- pythonPackageSpec: `python -m <pythonModule> <args>` with the submitting
+  client's interpreter (its `Runtime`, see `environment`); `packageUris` may be local folders, wheels, sdists, `file://`
   URIs or, as on Vertex AI, `gs://` files (fetched into the job folder with
   google-cloud-storage, which honours STORAGE_EMULATOR_HOST); they are put on
-  PYTHONPATH (wheels import from the zip; sdists are unpacked into the job
-  folder). Dependencies the packages declare are not installed: replicas use
-  the current Python environment.
+  PYTHONPATH, before the client's own import path (wheels import from the zip;
+  sdists are unpacked into the job folder). Dependencies the packages declare
+  are not installed: replicas use the client's Python environment.
 - containerSpec with `command`: that command and `args` run on this host; a
-  leading `python`/`python3` means the current interpreter.
+  leading `python`/`python3` means the client's interpreter.
 - containerSpec without `command`: the image's entrypoint is unknown here, so
   the process backend refuses with a message naming the field.
 """
@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import sys
 import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +26,7 @@ from urllib.parse import urlparse
 from google.cloud.aiplatform_v1 import types as v1
 
 from .. import staging
+from ..environment import Runtime
 from ..errors import BackendError, WorkbenchError
 
 _VAR = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
@@ -38,14 +38,16 @@ class HostCommand:
     env: dict[str, str] = field(default_factory=dict)
 
 
-def host_command(pool: v1.WorkerPoolSpec, where: str, work_dir: Path, base_dir: Path | None = None) -> HostCommand:
+def host_command(pool: v1.WorkerPoolSpec, where: str, work_dir: Path, runtime: Runtime,
+                 base_dir: Path | None = None) -> HostCommand:
     """`base_dir` anchors relative package paths (the job file's folder; default: the current one)."""
+    import_path = list(runtime.path)
     if "python_package_spec" in pool:
         pkg = pool.python_package_spec
-        paths = [str(_package_path(uri, f"{where}.pythonPackageSpec.packageUris[{n}]", work_dir, base_dir))
-                 for n, uri in enumerate(pkg.package_uris)]
-        env = {"PYTHONPATH": os.pathsep.join(paths + _inherited_pythonpath())}
-        return HostCommand([sys.executable, "-m", pkg.python_module, *pkg.args], env)
+        import_path[:0] = [str(_package_path(uri, f"{where}.pythonPackageSpec.packageUris[{n}]", work_dir, base_dir))
+                           for n, uri in enumerate(pkg.package_uris)]
+        argv = [runtime.python, "-m", pkg.python_module, *pkg.args]
+        return HostCommand(argv, {"PYTHONPATH": os.pathsep.join(import_path)} if import_path else {})
     spec = pool.container_spec
     if not spec.command:
         raise BackendError(f"{where}.containerSpec.command: the process backend cannot run the entrypoint of image "
@@ -53,8 +55,8 @@ def host_command(pool: v1.WorkerPoolSpec, where: str, work_dir: Path, base_dir: 
                            "or use --backend docker")
     argv = [*spec.command, *spec.args]
     if argv[0] in ("python", "python3"):
-        argv[0] = sys.executable
-    return HostCommand(argv)
+        argv[0] = runtime.python
+    return HostCommand(argv, {"PYTHONPATH": os.pathsep.join(import_path)} if import_path else {})
 
 
 def pool_env(pool: v1.WorkerPoolSpec, base: dict[str, str]) -> dict[str, str]:
@@ -65,10 +67,6 @@ def pool_env(pool: v1.WorkerPoolSpec, base: dict[str, str]) -> dict[str, str]:
     for var in spec.env:
         env[var.name] = _VAR.sub(lambda m: "$" if m.group(0) == "$$" else env.get(m.group(1), m.group(0)), var.value)
     return env
-
-
-def _inherited_pythonpath() -> list[str]:
-    return [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
 
 
 def _package_path(uri: str, where: str, work_dir: Path, base_dir: Path | None) -> Path:

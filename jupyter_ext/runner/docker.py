@@ -147,6 +147,7 @@ class DockerBackend:
     name = "docker"
     address_style = "docker"
     cwd = None  # containers start in their image's WORKDIR
+    runtime = None  # and run their image's Python
 
     def __init__(self, engine: str | None = None, on_event: Callable[[images.Event], None] | None = None) -> None:
         self.engine = engine

@@ -18,6 +18,7 @@ from pathlib import Path
 from google.cloud.aiplatform_v1 import types as v1
 
 from ..cluster import Replica
+from ..environment import Runtime
 from ..errors import BackendError
 from ..spec import JobSpec
 from .backend import OutputSink, register
@@ -134,8 +135,9 @@ class ProcessBackend:
     name = "process"
     address_style = "process"
 
-    def __init__(self, cwd: Path | None = None) -> None:
+    def __init__(self, cwd: Path | None = None, runtime: Runtime | None = None) -> None:
         self.cwd = cwd
+        self.runtime = runtime or Runtime.here()
         self._pump: _OutputPump | None = None
         self._job_dir = Path(".")
         self._source_dir: Path | None = None
@@ -158,15 +160,16 @@ class ProcessBackend:
         self._pump = _OutputPump()
         self._pump.start()
         for pos, pool in job.pools:  # a pool this backend cannot run fails before anything starts
-            host_command(pool, f"workerPoolSpecs[{pos}]", job_dir, job.source_dir)
+            host_command(pool, f"workerPoolSpecs[{pos}]", job_dir, self.runtime, job.source_dir)
         on_host = [f"workerPoolSpecs[{pos}]" for pos, pool in job.pools
                    if "container_spec" in pool and pool.container_spec.command]
         return [f"containerSpec.command of {', '.join(on_host)} runs on this host (process backend)"] if on_host else []
 
     def start(self, replica: Replica, pool: v1.WorkerPoolSpec, sink: OutputSink) -> ProcessHandle:
         assert self._pump is not None, "prepare() first"
-        command = host_command(pool, f"workerPoolSpecs[{replica.pool}]", self._job_dir, self._source_dir)
-        env = pool_env(pool, {**os.environ, **command.env, **replica.env, "PYTHONUNBUFFERED": "1"})
+        command = host_command(pool, f"workerPoolSpecs[{replica.pool}]", self._job_dir, self.runtime, self._source_dir)
+        # what Vertex AI would give, the job's env, and of this machine only what a process needs to start
+        env = pool_env(pool, {**self.runtime.env, **command.env, **replica.env, "PYTHONUNBUFFERED": "1"})
         try:
             proc = subprocess.Popen(command.argv, env=env, cwd=self.cwd, stdin=subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)

@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import cluster, paths, states, validate
+from .. import cluster, paths, scheduling, states, validate
 from ..cluster import Replica
 from ..errors import BackendError
 from ..failure import LOST, ReplicaFailure
@@ -57,6 +57,7 @@ class JobResult:
     job_dir: str
     backend: str
     create_time: str
+    python: str = ""  # the interpreter process replicas ran with
     start_time: str = ""
     end_time: str = ""
     replicas: list[ReplicaResult] = field(default_factory=list)
@@ -104,7 +105,8 @@ class Supervisor:
         self._failed: tuple[int, int] | None = None
         self._cancel_reason = ""
         self.result = JobResult(self.job_id, job.display_name, "QUEUED", "", str(self.job_dir),
-                                self.backend.name, now_rfc3339())
+                                self.backend.name, now_rfc3339(),
+                                self.backend.runtime.python if self.backend.runtime else "")
 
     # ---- public ------------------------------------------------------------
     def cancel(self, reason: str = "cancelled by the user") -> None:
@@ -129,6 +131,8 @@ class Supervisor:
     # ---- steps -------------------------------------------------------------
     def _run(self) -> tuple[str, str]:
         validate.check(self.job)
+        if note := scheduling.local_notice(self.job):
+            self._note(note)
         (self.job_dir / "logs").mkdir(parents=True, exist_ok=True)
         (self.job_dir / "job.json").write_text(self.job.dump("rest"))
         self._set_state("PENDING")
@@ -182,6 +186,7 @@ class Supervisor:
         self._note(f"{result.task_name} exited with code {code}; restarting it "
                    f"(restartJobOnWorkerRestart, restart {result.restarts} of {MAX_RESTARTS})")
         self._handles[n] = self._start(n)
+        self._write_status()  # the new process or container (vtrain shell finds replicas there)
         return True
 
     def _watch_exit(self, n: int, handle: ReplicaHandle) -> None:

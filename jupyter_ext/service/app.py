@@ -23,6 +23,7 @@ from google.cloud.aiplatform_v1 import types as v1
 from google.protobuf import json_format
 
 from ..api import LOCAL_PROJECT
+from ..environment import CLIENT_HEADER, Runtime
 from ..errors import FilterError, ServiceError
 from .emulation import Options, ReadQuota, RequestRecord, quota_error, visible_until
 from .logs import list_entries
@@ -111,7 +112,8 @@ class CollectionHandler(_CollectionHandler):
             resource = resource_type.from_json(self.request.body or b"{}", ignore_unknown_fields=False)
         except (json_format.ParseError, ValueError) as exc:
             raise ServiceError(400, "INVALID_ARGUMENT", f"invalid JSON body: {exc}") from None
-        self.send(self.manager.create(self.parent(project, location), resource))
+        runtime = Runtime.from_header(self.request.headers.get(CLIENT_HEADER, ""))  # who submits: their Python
+        self.send(self.manager.create(self.parent(project, location), resource, runtime))
 
     def get(self, project: str, location: str) -> None:
         """One page, as the List methods answer: `{<collection>: [...], nextPageToken}`."""

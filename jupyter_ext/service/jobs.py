@@ -13,6 +13,7 @@ from google.cloud.aiplatform_v1 import types as v1
 
 from .. import states, validate
 from ..api import CUSTOM_JOBS
+from ..environment import Runtime
 from ..runner import Supervisor, get_backend
 from ..spec import JobSpec
 from .resources import CANCELLED, DEADLINE_EXCEEDED, INVALID_ARGUMENT, ResourceManager
@@ -25,9 +26,11 @@ class JobManager(ResourceManager):
     def check(self, resource: v1.CustomJob) -> JobSpec:
         return validate.check(JobSpec.load(resource))
 
-    def start_run(self, stored: StoredJob, checked: JobSpec) -> _JobRun:
+    def start_run(self, stored: StoredJob, checked: JobSpec, runtime: Runtime) -> _JobRun:
         backend = get_backend(stored.backend)
         backend.cwd = stored.job_dir  # the submitter's folder is unknown here: replicas start in the job's
+        if backend.runtime is not None:
+            backend.runtime = runtime
         return _JobRun(self, stored, Supervisor(checked, backend=backend, job_dir=stored.job_dir, job_id=stored.id,
                                                 on_state=lambda state: self._on_state(stored, state)))
 

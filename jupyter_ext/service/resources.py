@@ -19,6 +19,7 @@ from typing import Any, Callable, ClassVar, Protocol
 
 from .. import paths, states
 from ..api import Collection
+from ..environment import Runtime
 from ..errors import ServiceError, WorkbenchError
 from ..runner.backend import BACKEND_LABEL, backend_for, backend_of, get_backend
 from ..spec import JobSpec
@@ -57,7 +58,8 @@ class ResourceManager:
         """The job the resource runs (a tuning job's trial job); raises WorkbenchError naming the field."""
         raise NotImplementedError
 
-    def start_run(self, stored: StoredJob, checked: JobSpec) -> Run:
+    def start_run(self, stored: StoredJob, checked: JobSpec, runtime: Runtime) -> Run:
+        """The run of a created resource; process replicas run with `runtime` (the client's)."""
         raise NotImplementedError
 
     def recovered(self, stored: StoredJob) -> None:
@@ -65,7 +67,8 @@ class ResourceManager:
         stop_leftovers(stored.backend, stored.id)
 
     # ---- API -----------------------------------------------------------------------------
-    def create(self, parent: str, resource: Any) -> Any:
+    def create(self, parent: str, resource: Any, runtime: Runtime | None = None) -> Any:
+        """Store and start a resource; `runtime`: the submitting client's Python (default: the service's)."""
         try:
             checked = self.check(resource)
         except WorkbenchError as exc:
@@ -85,7 +88,7 @@ class ResourceManager:
         if backend != backend_of(r.labels):  # chosen here: say so, as the job's views read it
             r.labels[BACKEND_LABEL] = backend
         stored.job_dir.mkdir(parents=True, exist_ok=True)
-        run = self.start_run(stored, checked)  # may add to the resource (labels, output-only fields)
+        run = self.start_run(stored, checked, runtime or Runtime.here())  # may add to the resource (labels)
         self.store.add(stored)
         created = type(resource).deserialize(type(resource).serialize(r))  # the run's thread changes the original
         thread = threading.Thread(target=self._run, args=(stored, run), name=f"{self.collection.path}-{job_id}",

@@ -40,6 +40,7 @@ from google.cloud.aiplatform_v1 import types as v1
 
 from .. import tuning, validate
 from ..api import TUNING_JOBS
+from ..environment import Runtime
 from ..runner import JobResult, Supervisor, get_backend
 from ..spec import JobSpec
 from .resources import CANCELLED, INVALID_ARGUMENT, SERVICE_STOPPED, ResourceManager, stop_leftovers
@@ -56,13 +57,13 @@ class TuningManager(ResourceManager):
     def check(self, resource: v1.HyperparameterTuningJob) -> JobSpec:
         return validate.check_tuning(resource)
 
-    def start_run(self, stored: StoredJob, checked: JobSpec) -> _Study:
+    def start_run(self, stored: StoredJob, checked: JobSpec, runtime: Runtime) -> _Study:
         r = stored.resource
         r._pb.ClearField("trials")
         r.labels[SEARCH_LABEL] = tuning.search_name(r.study_spec)
         for note in tuning.notices(r):
             self.on_note(f"tuning job {stored.id}: {note}")
-        return _Study(self, stored, checked)
+        return _Study(self, stored, checked, runtime)
 
     def recovered(self, stored: StoredJob) -> None:
         """Also marks the running trials INFEASIBLE. Process replicas carry the tuning job's id;
@@ -92,8 +93,8 @@ class _Trial:
 class _Study:
     """One tuning job's run: schedules trials, reads their metrics, decides the job's end."""
 
-    def __init__(self, manager: TuningManager, stored: StoredJob, base: JobSpec) -> None:
-        self.manager, self.stored, self.base = manager, stored, base
+    def __init__(self, manager: TuningManager, stored: StoredJob, base: JobSpec, runtime: Runtime) -> None:
+        self.manager, self.stored, self.base, self.runtime = manager, stored, base, runtime
         self.resource = stored.resource
         self.study = self.resource.study_spec
         self._events: queue.Queue[tuple[str, Any]] = queue.Queue()
@@ -180,6 +181,8 @@ class _Study:
         job.spec.base_output_directory.output_uri_prefix = self.output_base
         backend = get_backend(stored.backend)
         backend.cwd = trial_dir  # the submitter's folder is unknown here: replicas start in the trial's
+        if backend.runtime is not None:
+            backend.runtime = self.runtime
         own_network = backend.address_style == "docker"
 
         def extra_env(replica: Any) -> dict[str, str]:

@@ -70,6 +70,8 @@ export interface IJobSummary {
   duration: number | null;
   error: string;
   console_url: string;
+  /** enableWebAccess: task name -> Vertex AI's shell URI, or the local `vtrain shell` command. */
+  access: { [task: string]: string };
 }
 
 /** Where jobs are listed from; Vertex AI's says whether it has more pages. */

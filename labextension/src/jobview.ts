@@ -191,6 +191,24 @@ class EnvironmentView extends Widget {
 }
 
 /** MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK as `NAME=value` lines; a replica without a rank says so. */
+/** enableWebAccess: a link per replica (Vertex AI) or the `vtrain shell` command (local). */
+function accessLine(access: [string, string][]): HTMLElement {
+  const line = element('div', 'jp-VertexTrain-access', 'Shell into a replica: ');
+  for (const [task, how] of access.sort((a, b) => compareTasks(a[0], b[0]))) {
+    if (/^https?:\/\//.test(how)) {
+      const link = element('a', '', task);
+      link.href = how;
+      link.target = '_blank';
+      link.rel = 'noopener';
+      line.appendChild(link);
+    } else {
+      line.appendChild(element('code', '', how));
+    }
+    line.appendChild(document.createTextNode(' '));
+  }
+  return line;
+}
+
 function pytorchVariables(replica: IReplica): HTMLElement {
   const lines = PYTORCH_VARIABLES.filter(name => replica[name] !== null).map(
     name => `${name}=${replica[name]}`
@@ -321,6 +339,10 @@ export class JobView extends Panel {
       link.target = '_blank';
       link.rel = 'noopener';
       header.appendChild(link);
+    }
+    const access = Object.entries(job.access ?? {});
+    if (access.length) {
+      header.appendChild(accessLine(access));
     }
     if (job.error) {
       header.appendChild(element('pre', 'jp-VertexTrain-error', job.error));

@@ -155,8 +155,10 @@ def _set_theme(page: Any, theme: str) -> None:
 
 
 def test_cancel_from_the_panel(page: Any, lab: Any, shot: Any) -> None:
+    """A running job with --enable-web-access: its view says how to open a shell in each replica;
+    the panel's Cancel stops it."""
     notebook(lab.root_dir / "cancel.ipynb", "%load_ext jupyter_ext",
-             "%%vertex_train --workers 1 --name browser-cancel --no-wait\n"
+             "%%vertex_train --workers 1 --name browser-cancel --enable-web-access --no-wait\n"
              "import time\nprint('started', flush=True)\ntime.sleep(600)\n")
     open_notebook(page, lab, "cancel.ipynb")
     run_cell(page, 0)
@@ -164,9 +166,51 @@ def test_cancel_from_the_panel(page: Any, lab: Any, shot: Any) -> None:
     panel = open_jobs_panel(page)
     row = panel.locator(".jp-VertexTrain-jobRow", has_text="browser-cancel").first
     row.locator('.jp-VertexTrain-state[data-state="JOB_STATE_RUNNING"]').wait_for(timeout=60_000)
+    job_id = row.get_attribute("data-job-id")
+    row.click()
+    access = page.locator(f'.jp-VertexTrain-jobView[data-job-id="{job_id}"] .jp-VertexTrain-access')
+    access.wait_for(timeout=30_000)
+    assert access.locator("code").all_inner_texts() == [f"vtrain shell {job_id} --replica workerpool0-0",
+                                                        f"vtrain shell {job_id} --replica workerpool1-0"]
     shot("running")
     row.locator(".jp-VertexTrain-cancel").click()
     row = panel.locator(".jp-VertexTrain-jobRow", has_text="browser-cancel").first
     row.locator('.jp-VertexTrain-state[data-state="JOB_STATE_CANCELLED"]').wait_for(timeout=60_000)
+    access.wait_for(state="detached", timeout=30_000)  # nothing to enter once the job ended
     shot("cancelled")
+    page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="cancel.ipynb").click()  # back to the notebook
     wait_idle(page)
+
+
+def test_cancel_from_the_monitor_of_a_waiting_cell(page: Any, lab: Any, shot: Any,
+                                                   monkeypatch: Any) -> None:
+    """The cell waits for its job (the default); the monitor's Cancel still works meanwhile, the job
+    is CANCELLED within 2 s, the cell ends with its one-line error, and no replica is left."""
+    from datetime import datetime, timezone
+
+    from conftest import processes_of_job
+    from jupyter_ext import launch
+
+    notebook(lab.root_dir / "waiting.ipynb", "%load_ext jupyter_ext",
+             "%%vertex_train --workers 2 --name browser-waiting job\n"
+             "import time\nprint('started', flush=True)\ntime.sleep(600)\n")
+    open_notebook(page, lab, "waiting.ipynb")
+    run_cell(page, 0)
+    waiting = run_cell(page, 1, wait=False)
+    cancel = waiting.locator(".jp-OutputArea button", has_text="Cancel")
+    cancel.wait_for(timeout=60_000)
+    waiting.locator(".jp-OutputArea", has_text="started").first.wait_for(timeout=60_000)
+    assert waiting.locator(".jp-InputArea-prompt").inner_text().strip() == "[*]:"  # the cell still waits
+    shot("waiting")
+    cancel.click()
+    clicked = datetime.now(timezone.utc)
+    wait_done(waiting)
+    shot("cancelled")
+    text = output_text(waiting)
+    assert "JobFailedError" in text and "CANCELLED: cancelled by the user" in text
+    job_id = re.search(r"CustomJob (\d+) \(browser-waiting\)", text)[1]  # type: ignore[index]
+    monkeypatch.setenv("VTRAIN_HOME", str(lab.vtrain_home))  # the lab's own local service
+    resource = launch.attach(job_id).resource
+    assert resource.state.name == "JOB_STATE_CANCELLED"
+    assert (resource.end_time - clicked).total_seconds() < 2.0
+    assert processes_of_job(job_id) == []

@@ -1,0 +1,125 @@
+"""What a notebook user relies on, with a real kernel where it matters: a failed job fails its cell
+(and "Run All" stops), replicas run with the submitting kernel's Python and only the environment
+Vertex AI would give them, and progress bars fold into the lines they update."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
+
+from conftest import pool
+from jupyter_ext import launch
+from jupyter_ext.service import daemon
+
+FAILING = """\
+import json, os, sys
+task = json.loads(os.environ["CLUSTER_SPEC"])["task"]
+print("running", task["type"], flush=True)
+if task["type"] == "workerpool1":
+    sys.exit(3)
+import time; time.sleep(60)
+"""
+
+
+@pytest.fixture(autouse=True)
+def _workbench_home(module_home: Path) -> Path:
+    return module_home
+
+
+def _notebook(*cells: str) -> Any:
+    return nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in cells])
+
+
+def test_a_failed_job_fails_its_cell_and_run_all_stops(tmp_path: Path) -> None:
+    book = _notebook("%load_ext jupyter_ext", f"%%vertex_train --workers 1 --name fails-the-cell job\n{FAILING}",
+                     "print('the next cell ran')")
+    with pytest.raises(CellExecutionError):
+        NotebookClient(book, timeout=300, kernel_name="python3").execute(cwd=str(tmp_path))
+    errors = [out for out in book.cells[1].outputs if out.output_type == "error"]
+    assert [e.ename for e in errors] == ["JobFailedError"]
+    assert "FAILED: replica workerpool1-0 exited with code 3; its log: " in errors[0].evalue
+    assert len(errors[0].traceback) == 1  # one short line, no frames
+    assert book.cells[2].outputs == [] and book.cells[2].execution_count is None  # not run
+
+
+def test_with_no_wait_the_cell_succeeds(tmp_path: Path) -> None:
+    book = _notebook("%load_ext jupyter_ext",
+                     f"%%vertex_train --workers 1 --name no-wait --no-wait job\n{FAILING}", "print(job.id)")
+    NotebookClient(book, timeout=300, kernel_name="python3").execute(cwd=str(tmp_path))
+    job_id = book.cells[2].outputs[0].text.strip()
+    assert launch.attach(job_id).wait(120) == "JOB_STATE_FAILED"
+
+
+def test_replicas_run_with_the_kernels_python_whoever_started_the_service(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The service starts from this interpreter; a kernel of another virtual environment submits."""
+    venv = tmp_path / "other-env"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    kernels = tmp_path / "jupyter" / "kernels" / "other-env"
+    kernels.mkdir(parents=True)
+    (kernels / "kernel.json").write_text(json.dumps({
+        "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "other env", "language": "python"}))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    daemon.ensure_running()
+    book = _notebook("%load_ext jupyter_ext", "%%vertex_train --workers 1 --name which-python job\n"
+                     "import sys\nprint(sys.executable, sys.prefix)", "print(job.id, job.state)")
+    NotebookClient(book, timeout=300, kernel_name="other-env").execute(cwd=str(tmp_path))
+    job_id, state = book.cells[2].outputs[0].text.split()
+    assert state == "JOB_STATE_SUCCEEDED"
+    lines = {record.task_name: record.text for record in launch.attach(job_id).logs()}
+    assert lines == {"workerpool0-0": f"{python} {venv}", "workerpool1-0": f"{python} {venv}"}
+
+
+def test_replicas_get_only_what_vertex_would_give_and_what_the_user_passes(ipython: Any,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    daemon.stop()  # a service of its own, with a variable only it has
+    monkeypatch.setenv("JUPYTERHUB_API_TOKEN", "the-servers-own")
+    daemon.ensure_running()
+    monkeypatch.delenv("JUPYTERHUB_API_TOKEN")
+    monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", "/home/me/key.json")  # the kernel's: not passed either
+    monkeypatch.setenv("FROM_THE_KERNEL", "kept")
+    ipython.run_cell_magic("vertex_train", "--workers 1 --name clean-env --env MY_SETTING=42 --env FROM_THE_KERNEL "
+                           "job", "import json, os\nprint(json.dumps(dict(os.environ)))")
+    for record in ipython.user_ns["job"].logs():
+        env = json.loads(record.text)
+        assert "JUPYTERHUB_API_TOKEN" not in env and "GOOGLE_APPLICATION_CREDENTIALS" not in env
+        assert env["MY_SETTING"] == "42" and env["FROM_THE_KERNEL"] == "kept"
+        assert {"PATH", "HOME", "CLUSTER_SPEC", "CLOUD_ML_JOB_ID"} <= set(env)
+
+
+def test_a_progress_bar_is_one_line_per_epoch_in_the_monitor() -> None:
+    from widgets.monitor import JobMonitor
+
+    handle = launch.submit({"displayName": "progress", "jobSpec": {"workerPoolSpecs": [
+        pool(1, trainer="progress_bar.py")]}})
+    monitor = JobMonitor(handle)
+    assert monitor.wait() == "JOB_STATE_SUCCEEDED"
+    shown = [line.text for line in monitor.buffer.lines("workerpool0-0")]
+    assert shown == ["Epoch 1/2", f"200/200 [{'=' * 30}] - 1s 5ms/step - loss: 0.0050",
+                     "Epoch 2/2", f"200/200 [{'=' * 30}] - 1s 5ms/step - loss: 0.0025"]
+    raw = (handle.local_dir / "logs" / "workerpool0-0.log").read_bytes().split(b"\n")
+    assert raw[1].count(b"\r") == 200 and raw[1].count(b"\b") > 200 * 30  # the file keeps what was written
+
+
+def test_vtrain_notebook_stops_at_a_failed_job_and_exits_1(tmp_path: Path) -> None:
+    from conftest import vtrain
+
+    path = tmp_path / "fails.ipynb"
+    nbformat.write(_notebook("%load_ext jupyter_ext", f"%%vertex_train --workers 1 --name cli-fails job\n{FAILING}",
+                             "print('the next cell ran')"), str(path))
+    done = vtrain("notebook", str(path), "--output", str(tmp_path / "out.ipynb"), timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "(cli-fails): FAILED" in done.stdout
+    assert "error in cell 2: JobFailedError: CustomJob" in done.stdout
+    executed = nbformat.read(str(tmp_path / "out.ipynb"), as_version=4)
+    assert executed.cells[2].execution_count is None  # as "Run All": nothing after the failed cell
