@@ -21,7 +21,7 @@ from typing import Any
 
 from google.cloud.aiplatform_v1 import types as v1
 
-from . import catalog, cluster, cost, packaging, paths, validate
+from . import catalog, cluster, cost, packaging, paths, sensitive, staging, validate
 from .environment import Runtime
 from .errors import WorkbenchError
 from .spec import JobSpec
@@ -89,7 +89,7 @@ def context_for(source: str, *, requirements: list[str] | None, base_image: str 
     the data folder by its content hash: re-running an unchanged cell reuses it."""
     context = packaging.build_context(source, requirements=requirements or None, base_image=base_image,
                                       gpu=packaging.primary_has_gpu(job), region=region)
-    folder = paths.data_dir() / "contexts" / context.tag
+    folder = paths.private_dir(paths.data_dir() / "contexts") / context.tag
     if not (folder / "Dockerfile").is_file():
         packaging.write_context(context, folder)
     return context, folder
@@ -121,20 +121,25 @@ def _env(pool: v1.WorkerPoolSpec) -> list[v1.EnvVar]:
 def with_job_dir(job: JobSpec, job_dir: str) -> JobSpec:
     """`--job-dir`: outputs go there (AIP_MODEL_DIR and friends), as the base output directory."""
     result = job.copy()
+    if job_dir.startswith("gs://"):
+        job_dir = staging.normalise_uri(job_dir, "--job-dir")
     result.spec.base_output_directory.output_uri_prefix = job_dir
     return result
 
 
-def dry_run_text(job: JobSpec, context: packaging.BuildContext, style: str, region: str) -> str:
+def dry_run_text(job: JobSpec, context: packaging.BuildContext, style: str, region: str,
+                 show_env_values: bool = False) -> str:
     """What a dry run shows: the Dockerfile, the job as submitted, what it costs per hour in `region`,
-    every replica's environment."""
+    every replica's environment. The job's `env` values are *** unless `show_env_values`."""
     validate.check(job)
-    parts = ["# Dockerfile", context.files["Dockerfile"].decode(), "# CustomJob (REST body)", job.dump("rest"),
+    body = job.to_dict("rest")
+    parts = ["# Dockerfile", context.files["Dockerfile"].decode(), "# CustomJob (REST body)",
+             json.dumps(body if show_env_values else sensitive.mask_env(body), indent=2, ensure_ascii=False) + "\n",
              f"# Cost per hour in {region}", cost.estimate(job, region).text(cost.spot_by_default(job)).rstrip(),
              f"# Per-replica environment ({style} addresses)"]
     if style == "process":
         parts.append(f"# {Runtime.here().describe()}")
-    for replica in cluster.replicas(job, style=style):
+    for replica in cluster.replicas(job, style=style, mask_env=not show_env_values):
         parts.append(f"## {replica.task_name} ({replica.role})")
         for key in ("TF_CONFIG", "CLUSTER_SPEC"):
             if key in replica.env:

@@ -12,7 +12,7 @@ import json
 import signal
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn, Sequence
 
 from . import build_cli, scheduling, states
 from .errors import WorkbenchError
@@ -44,6 +44,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(str(exc))
     except BrokenPipeError:  # `vtrain ... | head`
         return 0
+    except OSError as exc:
+        if exc.filename is None:
+            raise
+        # a file the user named, or the data folder, cannot be read or written (no space, no permission)
+        return _fail(f"{exc.filename}: {exc.strerror or exc}")
     except Exception as exc:
         # errors the API clients report (bad job ID, no credentials) are the user's to fix, not bugs
         from google.api_core.exceptions import GoogleAPICallError
@@ -62,9 +67,16 @@ def _fail(message: str) -> int:
     return USAGE_ERROR
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser with a wrong argument as one `vtrain: error:` line, like every other mistake."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(USAGE_ERROR, f"vtrain: error: {message} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="vtrain", description="Validate, inspect and run Vertex AI training jobs "
-                                "on this machine before running them on Vertex AI.")
+    p = _Parser(prog="vtrain", description="Validate, inspect and run Vertex AI training jobs "
+                "on this machine before running them on Vertex AI.")
     sub = p.add_subparsers(title="commands", metavar="COMMAND")
     spec_help = ("job description, JSON or YAML: a CustomJob REST body, a gcloud CustomJobSpec config, "
                  "SDK worker_pool_specs, or a legacy AI Platform trainingInput")
@@ -101,6 +113,8 @@ def _parser() -> argparse.ArgumentParser:
                    "environment")
     i.add_argument("--legacy", action=argparse.BooleanOptionalAction, default=None,
                    help="AI Platform (master) or Vertex (chief) naming; default: from the job's format")
+    i.add_argument("--show-env-values", action="store_true", help="show the values of the job's env "
+                   "(default: NAME=***, also inside TF_CONFIG's and CLUSTER_SPEC's job)")
     i.set_defaults(func=cmd_inspect)
 
     c = sub.add_parser("convert", help="write a job in another format",
@@ -217,6 +231,19 @@ def _parser() -> argparse.ArgumentParser:
 
     add_arguments(sv, when="start: ")
     sv.set_defaults(func=cmd_service)
+
+    g = sub.add_parser("gc", help="prune old jobs' folders, build contexts and the local bucket",
+                       description="Remove from the workbench's data folder what may go: folders of jobs that are "
+                                   "over (never a running or queued one), build contexts, and files of the local "
+                                   "bucket folder (not those of a job still running). Say what with at least one of "
+                                   "the flags; the local service can do it daily (VTRAIN_GC_* variables, see the "
+                                   "README).")
+    g.add_argument("--older-than", metavar="DURATION", help="what was last modified longer ago, e.g. 30d, 12h, 1w2d")
+    g.add_argument("--keep", metavar="N", help="keep the N newest jobs and the N newest build contexts")
+    g.add_argument("--max-size", metavar="SIZE", help="then remove the oldest until the data folder is at most "
+                   "SIZE, e.g. 20G, 500M")
+    g.add_argument("--dry-run", action="store_true", help="print what would go and its size; remove nothing")
+    g.set_defaults(func=cmd_gc)
     return p
 
 
@@ -312,7 +339,8 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from . import cluster, validate
 
     job = validate.check(_load(args.spec))
-    reps = cluster.replicas(job, trial=args.trial, style=args.addresses, legacy=args.legacy)
+    mask = not args.show_env_values
+    reps = cluster.replicas(job, trial=args.trial, style=args.addresses, legacy=args.legacy, mask_env=mask)
     if args.replica:
         reps = [r for r in reps if r.task_name == args.replica]
         if not reps:
@@ -321,7 +349,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([r.to_dict() for r in reps], indent=2))
     elif args.replica:
-        _print_env(reps[0])
+        _print_env(reps[0], job, mask)
     else:
         _print_replicas(job, reps, args.addresses)
     if args.addresses == "process" and not args.json:
@@ -344,13 +372,22 @@ def _print_replicas(job: JobSpec, reps: list[Any], style: str) -> None:
     print("Full environment of one replica: vtrain inspect SPEC --replica TASK_NAME")
 
 
-def _print_env(replica: Any) -> None:
+def _print_env(replica: Any, job: JobSpec, mask: bool) -> None:
+    from .sensitive import MASK
+
     print(f"{replica.task_name} ({replica.role}) at {replica.address}")
     for key in sorted(replica.env):
         value = replica.env[key]
         if key in ("TF_CONFIG", "CLUSTER_SPEC"):
             value = json.dumps(json.loads(value), indent=2).replace("\n", "\n  ")
         print(f"{key}={value}")
+    pool = job.spec.worker_pool_specs[replica.pool]
+    env = (pool.container_spec if "container_spec" in pool else pool.python_package_spec).env
+    if env:
+        hint = "; --show-env-values shows the values" if mask else ""
+        print(f"the job's env (workerPoolSpecs[{replica.pool}]){hint}:")
+        for var in env:
+            print(f"{var.name}={MASK if mask else var.value}")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -368,16 +405,22 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     def say(text: str) -> None:
         with lock:
-            print(f"vtrain: {text}", flush=True)
+            try:
+                print(f"vtrain: {text}", flush=True)
+            except OSError:  # the terminal is gone (SIGHUP): the job's folder still has it all
+                pass
 
     sup = Supervisor(job, backend=args.backend, job_dir=args.job_dir, on_lines=None if args.quiet else echo,
                      on_note=say, on_state=lambda state: states.is_final(state) or say(f"job {sup.job_id} {state}"))
     say(f"job {sup.job_id} ({job.display_name}): {job.replica_count} replica(s), logs in {sup.job_dir / 'logs'}")
-    previous = signal.signal(signal.SIGTERM, _interrupt)
+    # `kill` and closing the terminal cancel the job as Ctrl-C does; if vtrain itself is killed
+    # (SIGKILL), the backend's watchdog stops the replicas (runner/reaper.py)
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         result = sup.run()
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     if result.error:
         say(result.error)
     say(_summary(result))
@@ -414,9 +457,10 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     target = _target(args)
     jobs = list_jobs(target, f'state="{states.name(args.state)}"' if args.state else "")
     if args.json:
+        from .sensitive import mask_env
         from .spec import message_to_dict
 
-        print(json.dumps([message_to_dict(j) for j in jobs], indent=2))
+        print(json.dumps([mask_env(message_to_dict(j)) for j in jobs], indent=2))
         return 0
     rows = [job_row(job, target.local) for job in jobs]
     _print_table([("ID", "STATE", "REPLICAS", "CREATED", "NAME")] +
@@ -487,6 +531,25 @@ def cmd_notebook(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def cmd_gc(args: argparse.Namespace) -> int:
+    from . import gc
+
+    if not (args.older_than or args.keep or args.max_size):
+        raise WorkbenchError("--older-than, --keep or --max-size: say what may go (vtrain gc --help)")
+    policy = gc.Policy(gc.parse_duration(args.older_than, "--older-than") if args.older_than else None,
+                       gc.parse_count(args.keep, "--keep") if args.keep else None,
+                       gc.parse_size(args.max_size, "--max-size") if args.max_size else None)
+    report = gc.prune(policy, dry_run=args.dry_run)
+    rows = [(gc.human(item.bytes), item.kind, str(item.path)) for item in report.items]
+    if rows:
+        _print_table([("SIZE", "WHAT", "WOULD GO" if args.dry_run else "REMOVED")] + rows)
+    print(f"{'would free' if args.dry_run else 'freed'} {gc.human(report.bytes)} ({report.bytes} bytes) in "
+          f"{len(report.items)} item(s)")
+    for error in report.errors:
+        print(f"vtrain: error: {error}", file=sys.stderr)
+    return 1 if report.errors else 0
+
+
 def cmd_service(args: argparse.Namespace) -> int:
     from .service import daemon
 
@@ -495,7 +558,8 @@ def cmd_service(args: argparse.Namespace) -> int:
 
         options = Options.from_args(args)
         info = daemon.ensure_running(options if options != Options() else None)  # no flags: any running one
-        print(f"local service on {info['endpoint']} (pid {info['pid']})")
+        already = "already running" if info.get("already_running") else "local service"
+        print(f"{already} on {info['endpoint']} (pid {info['pid']})")
     elif args.action == "stop":
         print("stopped" if daemon.stop() else "not running")
     else:
@@ -606,8 +670,9 @@ def _print_trials(resource: Any) -> None:
     _print_table(rows)
 
 
-def _interrupt(_signum: int, _frame: Any) -> None:
-    raise KeyboardInterrupt  # the supervisor cancels the job, as for Ctrl-C
+def _interrupt(signum: int, _frame: Any) -> None:
+    why = {signal.SIGHUP: "its terminal closed"}.get(signum, "it was asked to stop")
+    raise KeyboardInterrupt(f"cancelled: {why} ({signal.Signals(signum).name})")  # the supervisor cancels, as Ctrl-C
 
 
 def _summary(result: Any) -> str:

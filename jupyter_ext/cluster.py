@@ -26,19 +26,24 @@ UNCONFIRMED items), each covered by a test:
   CLUSTER_SPEC uses AI Platform's task names (master, worker, ps, evaluator) and,
   as AI Platform says it "describes every replica", lists evaluators too; `job` is
   the trainingInput.
+
+Displays pass `mask_env=True`: the `job` inside CLUSTER_SPEC and TF_CONFIG then shows every `env`
+value as `***` (see `sensitive`); replicas themselves get the real values.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
-from . import catalog
+from . import catalog, sensitive
 from .errors import SpecError
 from .names import ADDRESS_STYLES
 from .spec import JobSpec, message_to_dict, pool_image
+
 VERTEX_PORT = 2222
 # Process-style ports when none are given (inspection): gcloud's local train default.
 FIRST_LOCAL_PORT = 27182
@@ -84,12 +89,14 @@ def replicas(
     job_id: str | None = None,
     output_dir: str | None = None,
     legacy: bool | None = None,
+    mask_env: bool = False,
 ) -> list[Replica]:
     """Every replica of `job`, in pool order, with the environment Vertex would give it.
 
     `ports` (process style) gives one port per replica in order; `output_dir`
     replaces the job's base output directory (local runs map it to a folder);
-    `legacy` forces AI Platform mode on or off (default: on for trainingInput jobs).
+    `legacy` forces AI Platform mode on or off (default: on for trainingInput jobs);
+    `mask_env` shows the job's `env` values as *** (for display only).
     """
     if style not in ADDRESS_STYLES:
         raise SpecError("--addresses", f"unknown address style {style!r} (valid: {', '.join(ADDRESS_STYLES)})")
@@ -108,7 +115,7 @@ def replicas(
     def in_tf_cluster(pos: int) -> bool:
         return pos != 3 and not (pos == 2 and reducer)
 
-    job_dict = _job_dict(job, legacy)
+    job_dict = sensitive.mask_env(_job_dict(job, legacy)) if mask_env else _job_dict(job, legacy)
     tf_cluster: dict[str, list[str]] = {}
     spec_cluster: dict[str, list[str]] = {}
     for (pos, _i), address in addresses.items():

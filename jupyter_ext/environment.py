@@ -66,7 +66,7 @@ class Runtime:
             data = json.loads(base64.urlsafe_b64decode(text.encode()))
             runtime = cls(str(data["python"]), tuple(map(str, data["path"])),
                           {str(k): str(v) for k, v in data["env"].items() if k in HOST_VARIABLES})
-        except (ValueError, KeyError, TypeError, AttributeError):
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
             return None
         return runtime if os.path.isabs(runtime.python) else None
 

@@ -15,7 +15,8 @@ A Vertex AI job is addressed with `?source=vertex`. Every verb is authenticated
 and authorized (`auth_resource = "vertex_train"`). The handlers go through
 `launch`, the same clients the CLI, the magics and the widgets use; blocking
 client calls run in a thread so the server stays responsive. A job that does
-not exist is a 404 JSON error, a user mistake (WorkbenchError) a 400.
+not exist is a 404 JSON error, a user mistake (WorkbenchError) a 400. The job's `env` values are
+never sent to the page (`***`, see `sensitive`): a notebook or a screenshot may keep what it shows.
 
 Vertex AI's list is asked for by every panel refresh (every 2 s), so `VertexListing`
 keeps at most one listing call in flight per project and region and reuses its
@@ -40,7 +41,7 @@ from jupyter_server.utils import url_path_join
 from traitlets import Float, Unicode
 from traitlets.config import Configurable
 
-from . import cluster, launch, paths, states
+from . import cluster, launch, paths, sensitive, states
 from .errors import WorkbenchError
 from .spec import JobSpec, message_to_dict
 
@@ -274,7 +275,7 @@ class JobHandler(BaseHandler):
         handle = self.handle(job_id)
         resource = await self.call(handle.refresh)
         self.reply({"summary": summary(resource, handle.target.local, datetime.now(timezone.utc)),
-                    "job": message_to_dict(resource), **replica_environment(handle)})
+                    "job": sensitive.mask_env(message_to_dict(resource)), **replica_environment(handle)})
 
 
 class LogsHandler(BaseHandler):
@@ -319,7 +320,7 @@ def summary(job: v1.CustomJob, local: bool, now: datetime) -> dict[str, Any]:
 def replica_environment(handle: launch.Handle) -> dict[str, Any]:
     """Every replica's TF_CONFIG, CLUSTER_SPEC and PyTorch variables (None where a replica has none:
     evaluators and Reduction Server replicas have no RANK), from `cluster.replicas`, as the job's
-    replicas see them.
+    replicas see them but for the `env` values in their `job`, which are ***.
 
     A local job that ran records its replicas' addresses (`<job dir>/status.json`); they are used when
     present, so process-backend ports are the real ones. Cloud addresses are placeholders until Vertex runs it.
@@ -329,7 +330,7 @@ def replica_environment(handle: launch.Handle) -> dict[str, Any]:
     try:
         job = JobSpec.load(handle.resource)
         ports = _recorded_ports(handle.id, job.replica_count) if recorded else None
-        replicas = cluster.replicas(job, style=style, job_id=handle.id, ports=ports)
+        replicas = cluster.replicas(job, style=style, job_id=handle.id, ports=ports, mask_env=True)
     except (WorkbenchError, ValueError) as exc:
         return {"address_style": style, "replicas": [], "replicas_error": str(exc)}
     rows = []

@@ -97,6 +97,8 @@ class VertexTrainMagics(Magics):
               "us-central1-docker.pkg.dev/PROJECT/REPO/trainer")
     @argument("--dry-run", action="store_true", help="show the Dockerfile, the job JSON and every replica's "
               "environment; launch nothing")
+    @argument("--show-env-values", action="store_true", help="with --dry-run: show the values of the job's env "
+              "(default: NAME=***)")
     @argument("--no-wait", action="store_true", help="return once the job is launched; the monitor keeps following")
     @argument("--tune", metavar='"PARAMS"', help="run a hyperparameter tuning job over these parameters, quoted: "
               '"lr=double:1e-4:1e-1:log, units=int:16:128, optimizer=categorical:adam,sgd" (types: double, int, '
@@ -162,7 +164,7 @@ class VertexTrainMagics(Magics):
             job = cells.for_image(job, self._build(args, context, folder, target, job), trainer_args)
         if args.dry_run:
             region = target.region if not target.local else launch.target.resolve_region(args.region)
-            print(cells.dry_run_text(job, context, target.address_style, region), end="")
+            print(cells.dry_run_text(job, context, target.address_style, region, args.show_env_values), end="")
             return None
         for note in launch.preflight.notices(job, target):
             print(f"note: {note}")

@@ -1,13 +1,23 @@
-"""Where the workbench keeps its files, and local job IDs."""
+"""Where the workbench keeps its files, who may read them, and local job IDs.
+
+The data folder holds jobs' logs, their job.json (with the `env` values), the job store, the
+service's token: only its owner may read them. Folders the workbench makes there are 0700
+(`private_dir`) and its files 0600 (`private_opener` for `open()`, `private_file` for a file
+another library creates, such as SQLite's, `write_private` for a whole file at once).
+"""
 
 from __future__ import annotations
 
 import os
 import secrets
+import threading
 import time
 from pathlib import Path
 
 import platformdirs
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
 
 
 def data_dir() -> Path:
@@ -16,8 +26,56 @@ def data_dir() -> Path:
     return Path(home).expanduser() if home else Path(platformdirs.user_data_dir("vertex-workbench"))
 
 
+def job_store_file() -> Path:
+    """The local service's SQLite store of jobs (read by `vtrain gc` too)."""
+    return data_dir() / "jobs.sqlite"
+
+
 def jobs_dir() -> Path:
     return data_dir() / "jobs"
+
+
+def private_dir(path: Path | None = None) -> Path:
+    """`path` (default: the data folder) made if missing, with every folder it needed, 0700. The
+    data folder itself is made 0700 too when `path` is in it (an older version made it 0755)."""
+    root = data_dir()
+    path = root if path is None else Path(path)
+    for folder in reversed([p for p in (path, *path.parents) if not p.exists()]):
+        folder.mkdir(mode=DIR_MODE, exist_ok=True)
+        os.chmod(folder, DIR_MODE)  # mkdir's mode passes through the umask
+    for folder in {path, root} if path == root or root in path.parents else {path}:
+        info = folder.stat()
+        if info.st_mode & 0o777 != DIR_MODE and info.st_uid == os.getuid():
+            os.chmod(folder, DIR_MODE)
+    return path
+
+
+def private_opener(path: str | os.PathLike[str], flags: int) -> int:
+    """An `opener` for `open()`: a file it creates is 0600, one that exists is made 0600."""
+    fd = os.open(path, flags, FILE_MODE)
+    os.fchmod(fd, FILE_MODE)
+    return fd
+
+
+def private_file(path: Path) -> Path:
+    """`path` created empty if missing, 0600, in a private folder: for a file another library then
+    opens (SQLite gives its journal and WAL files the database's mode)."""
+    private_dir(path.parent)
+    os.close(private_opener(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC))
+    return path
+
+
+def write_private(path: Path, data: str | bytes) -> None:
+    """Replace `path` whole (readers see the old or the new content, never a part), 0600."""
+    private_dir(path.parent)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.partial")  # one per writer
+    try:
+        with open(partial, "wb", opener=private_opener) as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+        os.replace(partial, path)
+    except BaseException:
+        partial.unlink(missing_ok=True)  # a full disk leaves no half-written file behind
+        raise
 
 
 def new_job_id() -> str:
@@ -29,11 +87,19 @@ def local_output_dir(base: str, job_dir: Path) -> tuple[str, str]:
     """The local folder for a job's base output directory, and a note when it was moved.
 
     Local runs keep outputs on this machine: no base gives `<job dir>/output/`,
-    a `gs://bucket/path` base maps to `<data dir>/gcs/bucket/path/`.
+    a `gs://bucket/path` base maps to `<data dir>/gcs/bucket/path/`, never outside
+    `<data dir>/gcs/` (a path that leaves its bucket is refused, see `staging.split_uri`).
     """
     if not base:
         return f"{job_dir / 'output'}/", ""
     if base.startswith("gs://"):
-        local = f"{data_dir() / 'gcs' / base[5:].strip('/')}/"
-        return local, f"baseOutputDirectory {base} is kept locally in {local}"
+        from .errors import SpecError
+        from .staging import split_uri  # imported here: staging builds on packaging
+
+        bucket, path = split_uri(base, "baseOutputDirectory")
+        root = data_dir() / "gcs"
+        local = root / bucket / path
+        if not local.resolve().is_relative_to(root.resolve()):  # a link under the bucket folder
+            raise SpecError("baseOutputDirectory", f"{base} leads outside the local bucket folder {root}")
+        return f"{local}/", f"baseOutputDirectory {base} is kept locally in {local}/"
     return base, ""

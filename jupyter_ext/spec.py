@@ -34,6 +34,13 @@ that can hold it:
   `serviceAccount`, `network` and `enableWebAccess`).
 - A job with a study (`tuning`) dumps its trial job in the Vertex formats;
   `tuning_job()` is the HyperparameterTuningJob to send, and `legacy` holds both.
+
+Whatever is given, a mistake is one SpecError line, never another exception: `read_job_file`
+takes only a regular UTF-8 text file of at most MAX_JOB_FILE_BYTES (a folder, a pipe, a binary or
+an unreadable file is named as such); `parse_job_text` bounds nesting (MAX_NESTING) and, YAML
+aliases expanded, size (MAX_YAML_NODES: a "billion laughs" is refused), and refuses keys that are
+not text. Cloud Storage paths (`baseOutputDirectory`, `packageUris`, a legacy `jobDir`) are
+normalised and refused when they leave their bucket (`gs://b/../x`).
 """
 
 from __future__ import annotations
@@ -41,10 +48,13 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import os
 import re
+import stat
+from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 from google.cloud.aiplatform_v1 import types as v1
@@ -52,8 +62,13 @@ from google.protobuf import json_format
 
 from .errors import SpecError
 from .names import FORMATS
+from .staging import normalise_uri
+
 POOL_ROLES = ("primary", "workers", "parameter servers", "evaluators")
 PREBUILT_TRAINING = "us-docker.pkg.dev/vertex-ai/training"
+MAX_JOB_FILE_BYTES = 10 * 1024 * 1024  # a job description is a few kB; this bounds what is read
+MAX_NESTING = 50  # levels of mappings and lists; a job description needs fewer than 10
+MAX_YAML_NODES = 100_000  # keys and values, YAML aliases expanded; a job description holds a few hundred
 
 # AI Platform's named machine types (vertex-facts.md F) -> Compute Engine type and GPUs.
 LEGACY_MACHINES: dict[str, tuple[str, str, int]] = {
@@ -200,32 +215,34 @@ class JobSpec:
             return cls.from_dict(json_format.MessageToDict(source._pb), display_name)
         if isinstance(source, Path) or (isinstance(source, str) and _looks_like_path(source)):
             path = Path(source)
-            if not path.is_file():
-                raise SpecError("", f"no such job file: {path}")
-            job = cls.from_dict(_parse_text(path.read_text(), str(path)), display_name or _name_from_path(path))
+            text = read_job_file(path)
+            job = cls.from_dict(parse_job_text(text, f"job file {path}"), display_name or _name_from_path(path))
             job.source_dir = path.resolve().parent
             return job
         if isinstance(source, str):
-            return cls.from_dict(_parse_text(source, "job text"), display_name)
+            if len(source) > MAX_JOB_FILE_BYTES:
+                raise SpecError("", f"job text is longer than {_size(MAX_JOB_FILE_BYTES)}, the most a job may hold")
+            return cls.from_dict(parse_job_text(source, "job text"), display_name)
         return cls.from_dict(source, display_name)
 
     @classmethod
     def from_dict(cls, data: Any, display_name: str | None = None) -> JobSpec:
+        _check_shape(data)
         if isinstance(data, list):
-            return cls(display_name or "job", _parse_spec({"workerPoolSpecs": data}, ""))
+            return _checked(cls(display_name or "job", _parse_spec({"workerPoolSpecs": data}, "")), "")
         if not isinstance(data, dict):
             raise SpecError("", f"a job description must be a mapping or a list of pools, not {type(data).__name__}")
         if _has(data, "trainingInput") or _has(data, "scaleTier") or _has(data, "masterType"):
-            return _from_legacy(data, display_name)
+            return _checked(_from_legacy(data, display_name), "")
         if _has(data, "jobSpec"):
             _check_pools(data.get("jobSpec", data.get("job_spec")), "jobSpec.")
             job = _parse(data, v1.CustomJob, "")  # output-only fields (state, times...) parse and are ignored
-            return cls(job.display_name or display_name or "job", job.job_spec, dict(job.labels),
-                       encryption_spec=job.encryption_spec)
+            return _checked(cls(job.display_name or display_name or "job", job.job_spec, dict(job.labels),
+                                encryption_spec=job.encryption_spec), "jobSpec.")
         if "workerPoolSpecs" in data:
-            return cls(display_name or "job", _parse_spec(data, ""))
+            return _checked(cls(display_name or "job", _parse_spec(data, "")), "")
         if "worker_pool_specs" in data:
-            return _from_sdk(data, display_name)
+            return _checked(_from_sdk(data, display_name), "", "base_output_dir")
         keys = ", ".join(sorted(map(str, data))) or "none"
         raise SpecError("", "not a job description: expected jobSpec (CustomJob), workerPoolSpecs (gcloud config), "
                             f"worker_pool_specs (SDK) or trainingInput (AI Platform); top-level keys: {keys}")
@@ -274,15 +291,180 @@ def _pool_args(pool: v1.WorkerPoolSpec) -> Any:
     return pool.container_spec.args if "container_spec" in pool else pool.python_package_spec.args
 
 
-# ---- parsing ---------------------------------------------------------------
+# ---- reading ---------------------------------------------------------------
 
-def _parse_text(text: str, where: str) -> Any:
+def read_job_file(path: Path) -> str:
+    """The text of a job file; one SpecError naming the file when it is not a readable regular
+    UTF-8 text file of at most MAX_JOB_FILE_BYTES."""
+    where = f"job file {path}"
     try:
-        return yaml.safe_load(text)  # YAML is a superset of JSON
+        # non-blocking: opening a named pipe must not wait for a writer
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise SpecError("", f"no such job file: {path}") from None
+    except OSError as exc:
+        raise SpecError("", f"cannot read {where}: {exc.strerror or exc}") from None
+    except ValueError:  # a NUL in the name
+        raise SpecError("", f"no such job file: {str(path)!r}") from None
+    try:
+        kind = os.fstat(fd)
+        if stat.S_ISDIR(kind.st_mode):
+            raise SpecError("", f"{where} is a folder; give the job's JSON or YAML file")
+        if not stat.S_ISREG(kind.st_mode):
+            raise SpecError("", f"{where} is not a regular file (a pipe, socket or device); give a JSON or YAML file")
+        if kind.st_size > MAX_JOB_FILE_BYTES:
+            raise SpecError("", f"{where} is {_size(kind.st_size)}, more than the {_size(MAX_JOB_FILE_BYTES)} "
+                                "a job file may hold")
+        data = b""
+        while len(data) <= MAX_JOB_FILE_BYTES:  # a file may grow, or report no size (/proc)
+            chunk = os.read(fd, MAX_JOB_FILE_BYTES + 1 - len(data))
+            if not chunk:
+                break
+            data += chunk
+    except OSError as exc:
+        raise SpecError("", f"cannot read {where}: {exc.strerror or exc}") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_JOB_FILE_BYTES:
+        raise SpecError("", f"{where} is more than the {_size(MAX_JOB_FILE_BYTES)} a job file may hold")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError("", f"{where} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}); "
+                            "is it a binary file?") from None
+    if "\0" in text:
+        raise SpecError("", f"{where} is not text (it holds NUL bytes); is it a binary file?")
+    return text
+
+
+def _size(n: int) -> str:
+    return f"{n / (1024 * 1024):.3g} MB"
+
+
+class _Refused(Exception):
+    def __init__(self, mark: Any, reason: str) -> None:
+        self.mark, self.reason = mark, reason
+
+
+class _SafeLoader(yaml.SafeLoader):
+    """PyYAML's safe loader with what a document may expand to bounded: nesting (its composer
+    recurses once per level) and, aliases (`*name`) and merge keys (`<<`) expanded, MAX_YAML_NODES
+    values. Aliases share one object in memory, but whatever walks the data expands them: a few
+    lines of aliases of aliases would be billions of values."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        self._depth += 1
+        try:
+            if self._depth > MAX_NESTING:
+                raise _Refused(self.peek_event().start_mark, f"nested deeper than {MAX_NESTING} levels")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def get_single_node(self) -> Any:
+        node = super().get_single_node()
+        if node is not None:
+            _check_expansion(node)
+        return node
+
+
+def _check_expansion(root: yaml.Node) -> None:
+    """Refuse a node graph that, aliases expanded, holds more than MAX_YAML_NODES nodes, nests deeper
+    than MAX_NESTING or refers to itself. Sizes are counted once per node (post-order, no recursion)."""
+    done: dict[int, tuple[int, int]] = {}  # id(node) -> (expanded size, depth)
+    on_path: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        children = _children(node)
+        if children_done:
+            on_path.discard(key)
+            size = 1 + sum(done[id(c)][0] for c in children)
+            depth = 1 + max((done[id(c)][1] for c in children), default=0)
+            if size > MAX_YAML_NODES:
+                raise _Refused(node.start_mark, f"its YAML aliases expand to more than {MAX_YAML_NODES} values")
+            if depth > MAX_NESTING:
+                raise _Refused(node.start_mark, f"its YAML aliases nest deeper than {MAX_NESTING} levels")
+            done[key] = (size, depth)
+        elif key in on_path:
+            raise _Refused(node.start_mark, "a YAML alias refers to a value that holds it")
+        elif key not in done:
+            on_path.add(key)
+            stack.append((node, True))
+            stack.extend((c, False) for c in children if id(c) not in done)
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    return []
+
+
+def parse_job_text(text: str, where: str) -> Any:
+    """JSON or YAML text (YAML is a superset of JSON) as plain data; one SpecError naming `where`
+    for anything else, and for nesting or aliases beyond MAX_NESTING and MAX_YAML_NODES."""
+    try:
+        data = yaml.load(text, Loader=_SafeLoader)
+    except _Refused as exc:
+        raise SpecError("", f"{where}: {exc.reason} (line {exc.mark.line + 1}, column {exc.mark.column + 1})") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         raise SpecError("", f"{where} is not valid JSON or YAML{at}: {getattr(exc, 'problem', exc)}") from None
+    except (ValueError, OverflowError) as exc:  # a value YAML reads but Python cannot hold: a date, a huge number
+        raise SpecError("", f"{where} holds a value that cannot be read: {exc}") from None
+    _check_shape(data, where)
+    return data
+
+
+def _check_shape(data: Any, where: str = "job") -> None:
+    """Mappings with text keys, lists and scalars, nested at most MAX_NESTING deep (checked without
+    recursion: the parsers and converters after this recurse)."""
+    stack = [(data, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)) and depth > MAX_NESTING:
+            raise SpecError("", f"{where} is nested deeper than {MAX_NESTING} levels")
+        if isinstance(item, dict):
+            for key, value in item.items():
+                if not isinstance(key, str):
+                    raise SpecError("", f"{where}: the key {key!r} is not text; quote it")
+                stack.append((value, depth + 1))
+        elif isinstance(item, list):
+            stack.extend((value, depth + 1) for value in item)
+
+
+def _checked(job: JobSpec, prefix: str, base_field: str = "") -> JobSpec:
+    """`job` with its Cloud Storage paths normalised; one that leaves its bucket is a SpecError naming
+    the field as the job's format wrote it (`prefix`: where the CustomJobSpec is; a legacy job's
+    are its trainingInput's `jobDir` and `packageUris`)."""
+    legacy = job.legacy is not None
+    if job.legacy and job.legacy.job_dir.startswith("gs://"):
+        job.legacy.job_dir = normalise_uri(job.legacy.job_dir, "trainingInput.jobDir")
+    base = job.spec.base_output_directory
+    if base.output_uri_prefix.startswith("gs://"):
+        where = base_field or f"{prefix}baseOutputDirectory.outputUriPrefix"
+        base.output_uri_prefix = normalise_uri(base.output_uri_prefix, where)
+    for pos, pool in job.pools:
+        if "python_package_spec" not in pool:
+            continue
+        uris = pool.python_package_spec.package_uris
+        for n, uri in enumerate(uris):
+            if uri.startswith("gs://"):
+                where = f"trainingInput.packageUris[{n}]" if legacy else \
+                    f"{prefix}workerPoolSpecs[{pos}].pythonPackageSpec.packageUris[{n}]"
+                uris[n] = normalise_uri(uri, where)
+    return job
+
+
+# ---- parsing ---------------------------------------------------------------
 
 
 def _looks_like_path(text: str) -> bool:
@@ -309,12 +491,23 @@ def _camel(name: str) -> str:
 
 def _parse(data: Any, message_type: Any, prefix: str) -> Any:
     """Parse proto3 JSON (either key style) into a v1 message; errors name the field path."""
+    if not isinstance(data, dict):
+        raise SpecError(prefix, f"must be a mapping, not {_kind(data)}")
     pb = message_type.pb()()
     try:
         json_format.ParseDict(data, pb)
     except json_format.ParseError as exc:
         raise _field_error(str(exc), prefix) from None
+    except (TypeError, AttributeError, ValueError) as exc:  # protobuf's parser meeting a shape it did not expect
+        raise SpecError(prefix, f"cannot be read: {exc}") from None
     return message_type.wrap(pb)
+
+
+def _kind(value: Any) -> str:
+    """What a value is, in the words of JSON and YAML."""
+    kinds = {dict: "a mapping", list: "a list", str: "text", bool: "true or false", type(None): "null",
+             int: "a number", float: "a number"}
+    return kinds.get(type(value), f"a {type(value).__name__}")
 
 
 def _parse_spec(data: dict[str, Any], prefix: str) -> v1.CustomJobSpec:
@@ -359,14 +552,31 @@ def _field_error(text: str, prefix: str) -> SpecError:
 
 def _from_sdk(data: dict[str, Any], display_name: str | None) -> JobSpec:
     rest = dict(data)
-    name = rest.pop("display_name", None) or display_name or "job"
-    labels = rest.pop("labels", None) or {}
-    base = rest.pop("base_output_dir", None)
-    key = rest.pop("encryption_spec_key_name", None) or ""
+    name = _text(rest.pop("display_name", None), "display_name") or display_name or "job"
+    labels = _labels(rest.pop("labels", None), "labels")
+    base = _text(rest.pop("base_output_dir", None), "base_output_dir")
+    key = _text(rest.pop("encryption_spec_key_name", None), "encryption_spec_key_name")
     spec = _parse_spec(rest, "")
     if base:
         spec.base_output_directory.output_uri_prefix = base
-    return JobSpec(name, spec, dict(labels), encryption_spec=v1.EncryptionSpec(kms_key_name=key))
+    return JobSpec(name, spec, labels, encryption_spec=v1.EncryptionSpec(kms_key_name=key))
+
+
+def _text(value: Any, where: str, numbers: bool = False) -> str:
+    """A text field ("" when absent); with `numbers`, a number is taken as its text (YAML `jobId: 123`)."""
+    if value is None or isinstance(value, str):
+        return value or ""
+    if numbers and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    raise SpecError(where, f"must be text, not {_kind(value)}")
+
+
+def _labels(value: Any, where: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise SpecError(where, "must be a mapping of text to text")
+    return dict(value)
 
 
 def _to_sdk(job: JobSpec) -> dict[str, Any]:
@@ -403,7 +613,7 @@ def _camel_keys(data: Any) -> Any:
 
 
 def _from_legacy(data: dict[str, Any], display_name: str | None) -> JobSpec:
-    labels = data.get("labels") or {}  # label keys are the user's own: never re-cased
+    labels = _labels(data.get("labels"), "labels")  # label keys are the user's own: never re-cased
     data = {_camel(k): v for k, v in data.items() if k != "labels"}
     # a bare trainingInput (a gcloud config.yaml) may have the jobId beside its fields
     ti = _camel_keys(data["trainingInput"] if "trainingInput" in data else
@@ -412,7 +622,10 @@ def _from_legacy(data: dict[str, Any], display_name: str | None) -> JobSpec:
     if not isinstance(ti, dict):
         raise SpecError(where, "must be a mapping")
     _check_legacy_fields(ti, where)
-    tier = str(ti.get("scaleTier") or ("CUSTOM" if "masterType" in ti else "BASIC")).upper()
+    for key in ("scaleTier", "jobDir", "pythonModule", "region", "runtimeVersion", "pythonVersion",
+                *(f"{role}Type" for role in LEGACY_ROLES)):
+        _text(ti.get(key), f"{where}.{key}", numbers=key in ("runtimeVersion", "pythonVersion"))
+    tier = (ti.get("scaleTier") or ("CUSTOM" if "masterType" in ti else "BASIC")).upper()
     if tier == "BASIC":
         master_type = ti.get("masterType") or "standard"
     elif tier == "CUSTOM":
@@ -435,7 +648,8 @@ def _from_legacy(data: dict[str, Any], display_name: str | None) -> JobSpec:
         pools.pop()
     spec = _parse_spec({"workerPoolSpecs": pools, **_legacy_spec_fields(ti, where)}, where)
     # a gcloud config.yaml has no jobId: make one from the file name that follows AI Platform's rules
-    job_id = str(data.get("jobId") or re.sub(r"^(?![A-Za-z])", "job_", re.sub(r"\W", "_", display_name or "job")))
+    job_id = _text(data.get("jobId"), "jobId", numbers=True) or re.sub(
+        r"^(?![A-Za-z])", "job_", re.sub(r"\W", "_", display_name or "job"))
     legacy = LegacyOptions(job_id, bool(ti.get("useChiefInTfConfig", False)), str(ti.get("jobDir") or ""),
                            *(str(ti.get(k) or "") for k in ("region", "runtimeVersion", "pythonVersion")))
     tuning = None

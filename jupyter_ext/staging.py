@@ -22,22 +22,38 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from . import packaging
-from .errors import WorkbenchError
+from .errors import SpecError, WorkbenchError
 
 if TYPE_CHECKING:
     from .launch.target import Target
     from .spec import JobSpec
 
 PREFIX = "vertex-workbench/packages"
+_BUCKET = re.compile(r"[A-Za-z0-9][\w.-]*")  # loose: Cloud Storage itself says what else it refuses
 DISTRIBUTIONS = (".tar.gz", ".tgz", ".whl", ".zip")
 
 
 def split_uri(uri: str, where: str) -> tuple[str, str]:
-    """(bucket, object path) of `gs://bucket/path`; a one-line error naming `where` otherwise."""
-    parsed = urlparse(uri)
-    if parsed.scheme != "gs" or not parsed.netloc:
-        raise WorkbenchError(f"{where}: {uri!r} is not a Cloud Storage URI (gs://BUCKET/...)")
-    return parsed.netloc, parsed.path.lstrip("/")
+    """(bucket, object path) of `gs://bucket/path`, the path normalised (`a/./b//../c` is `a/c`); one
+    SpecError line naming `where` for anything else, and for a path that climbs out of its bucket."""
+    bucket, _, path = uri[len("gs://"):].partition("/")
+    if not uri.startswith("gs://") or not _BUCKET.fullmatch(bucket):
+        raise SpecError(where, f"{uri!r} is not a Cloud Storage URI (gs://BUCKET/...)")
+    parts: list[str] = []
+    for part in path.split("/"):
+        if part == "..":
+            if not parts:
+                raise SpecError(where, f"{uri!r} leaves its bucket ('..' climbs above gs://{bucket}/)")
+            parts.pop()
+        elif part not in ("", "."):
+            parts.append(part)
+    return bucket, "/".join(parts)
+
+
+def normalise_uri(uri: str, where: str) -> str:
+    """`uri` with its object path normalised as `split_uri` does (a final `/` is kept)."""
+    bucket, path = split_uri(uri, where)
+    return f"gs://{bucket}" + (f"/{path}" if path else "") + ("/" if uri.endswith("/") and "/" in uri[5:] else "")
 
 
 def is_local(uri: str) -> bool:
@@ -102,6 +118,8 @@ def download(uri: str, folder: Path, where: str) -> Path:
     """A gs:// file fetched into `folder` (once: an existing copy is reused); the local path.
     Uses the environment's Cloud Storage (STORAGE_EMULATOR_HOST, or the user's credentials)."""
     bucket_name, path = split_uri(uri, where)
+    if not path:
+        raise WorkbenchError(f"{where}: {uri!r} names a bucket, not a file in it")
     # a name safe on PYTHONPATH (the SDK's staged names hold ':')
     local = folder / hashlib.sha256(uri.encode()).hexdigest()[:16] / re.sub(r"[^\w.-]", "_", Path(path).name)
     if local.is_file():

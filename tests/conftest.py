@@ -25,11 +25,34 @@ T = TypeVar("T")
 
 
 @pytest.fixture(autouse=True)
-def _workbench_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Every test gets its own workbench data folder."""
+def _workbench_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """Every test gets its own workbench data folder; a local service a test started there is
+    stopped after it."""
+    from jupyter_ext.service import daemon
+
     home = tmp_path_factory.mktemp("vtrain-home")
     monkeypatch.setenv("VTRAIN_HOME", str(home))
-    return home
+    yield home
+    daemon.stop()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_service_left(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """After the session, no local service of the tests' data folders may still run: one found is
+    stopped and named (a fixture that should have stopped it did not)."""
+    yield
+    base = str(tmp_path_factory.getbasetemp())
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            env = dict(item.split(b"=", 1) for item in (entry / "environ").read_bytes().split(b"\0") if b"=" in item)
+        except (OSError, ValueError):
+            continue
+        home = env.get(b"VTRAIN_HOME", b"").decode()
+        if argv[1:3] == [b"-m", b"jupyter_ext.service"] and home.startswith(base):
+            print(f"\n[tests] a local service was left running in {home} (pid {entry.name}): stopped",
+                  file=sys.stderr)
+            os.kill(int(entry.name), signal.SIGTERM)
 
 
 @pytest.fixture(scope="module")
@@ -232,6 +255,6 @@ def vtrain_in_process(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[i
 
 def processes_of_job(job_id: str) -> list[int]:
     """Every process on this machine whose environment names the job (replicas and what they started)."""
-    from jupyter_ext.runner.process import processes_with
+    from jupyter_ext.runner.reaper import processes_with
 
     return processes_with(f"CLOUD_ML_JOB_ID={job_id}".encode())

@@ -197,6 +197,19 @@ async def test_detail_is_the_custom_job_and_every_replica_tf_config(jp_fetch: An
     assert [r["address"] for r in replicas] == [r["address"] for r in status["replicas"]]
 
 
+async def test_detail_never_holds_the_jobs_env_values(jp_fetch: Any) -> None:
+    """The page (and a screenshot of it) shows `NAME` and ***, never the value."""
+    handle = launch.submit({"displayName": "handlers-env", "jobSpec": {"workerPoolSpecs": [
+        pool(1, env={"API_TOKEN": "s3cr3t-Value"}, code="print('hello')")]}})
+    assert handle.wait(timeout=120) == "JOB_STATE_SUCCEEDED", handle.error
+    response = await jp_fetch("vertex-train", "jobs", handle.id)
+    assert b"s3cr3t-Value" not in response.body
+    body = json.loads(response.body)
+    masked = [{"name": "API_TOKEN", "value": "***"}]
+    assert body["job"]["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]["env"] == masked
+    assert body["replicas"][0]["CLUSTER_SPEC"]["job"]["workerPoolSpecs"][0]["containerSpec"]["env"] == masked
+
+
 async def test_detail_has_every_replica_pytorch_variables(jp_fetch: Any, finished_job: launch.Handle) -> None:
     replicas = (await _json(jp_fetch, "jobs", finished_job.id))["replicas"]
     primary_host, primary_port = replicas[0]["address"].rsplit(":", 1)

@@ -7,13 +7,15 @@ import signal
 import subprocess
 import sys
 import tarfile
+import threading
 import zipfile
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from conftest import job_status, log_lines, pool, processes_of_job, vtrain, write_spec
+from conftest import job_status, log_lines, pool, processes_of_job, vtrain, wait_for, write_spec
 from jupyter_ext.runner import Supervisor
 from jupyter_ext.spec import JobSpec
 
@@ -212,3 +214,65 @@ def test_scheduling_flags_of_vtrain_run_go_into_the_job_and_spot_runs_as_standar
     bad = vtrain("run", str(spec), "--max-wait", "soon")
     assert bad.returncode == 2 and bad.stderr.strip() == (
         "vtrain: error: --max-wait (scheduling.maxWaitDuration): not a duration: 'soon' (e.g. 30m, 2h, 1h30m, 3600s)")
+
+
+BIND_AND_WAIT = """
+import json, os, socket, sys, time
+spec = json.loads(os.environ["CLUSTER_SPEC"])
+host, port = spec["cluster"][spec["task"]["type"]][spec["task"]["index"]].split(":")
+server = socket.socket()
+server.bind((host, int(port)))  # fails (and so the job) if another replica has the port
+server.listen()
+print("bound", port, flush=True)
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.05)
+"""
+
+
+def test_concurrent_jobs_never_share_a_port(tmp_path: Path) -> None:
+    go = tmp_path / "go"
+    job = JobSpec.from_dict({"workerPoolSpecs": [pool(code=BIND_AND_WAIT, args=[str(go)]),
+                                                 pool(2, code=BIND_AND_WAIT, args=[str(go)])]}, "ports")
+    bound: list[str] = []
+    results: list[Any] = []
+
+    def run(n: int) -> None:
+        results.append(Supervisor(job, job_dir=tmp_path / f"job{n}",
+                                  on_lines=lambda _task, _stream, _stamp, lines: bound.extend(lines)).run())
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    wait_for(lambda: len(bound) == 12, 60, lambda: f"every replica of the 4 jobs to bind its port ({bound})")
+    go.touch()  # all 12 hold their ports at once
+    for thread in threads:
+        thread.join(60)
+    assert [r.state for r in results] == ["SUCCEEDED"] * 4, [r.error for r in results]
+    assert len({r.address for result in results for r in result.replicas}) == 12
+
+
+def test_port_leases_of_other_processes_are_never_handed_out(tmp_path: Path) -> None:
+    from jupyter_ext.runner.ports import PortLease
+
+    holder = subprocess.Popen([sys.executable, "-c", "from jupyter_ext.runner.ports import PortLease\n"
+                               "lease = PortLease(300)\nprint(*lease.ports, flush=True)\ninput()"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert holder.stdin is not None and holder.stdout is not None
+    theirs = {int(p) for p in holder.stdout.readline().split()}
+    try:
+        ours = PortLease(300)
+        assert len(theirs) == 300 and len(set(ours.ports)) == 300 and not theirs & set(ours.ports)
+        ephemeral_start = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+        assert max(theirs | set(ours.ports)) < ephemeral_start  # never one the kernel gives a connection
+        ours.release()
+    finally:
+        holder.communicate("\n", timeout=30)
+
+
+def test_a_line_longer_than_256_kb_becomes_entries_at_character_boundaries(tmp_path: Path) -> None:
+    code = "import sys; sys.stdout.write('€' * 200_000 + '\\nnext\\n')"  # 600,000 bytes, 3 a character
+    job = JobSpec.from_dict({"workerPoolSpecs": [pool(code=code)]})
+    assert Supervisor(job, job_dir=tmp_path / "job").run().state == "SUCCEEDED"
+    texts = [text for _, _, text in log_lines(tmp_path / "job", "workerpool0-0")]
+    assert [len(t.encode()) <= 256 * 1024 for t in texts] == [True] * 4
+    assert "".join(texts[:3]) == "€" * 200_000 and texts[3] == "next"  # no character cut in two

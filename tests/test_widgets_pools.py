@@ -10,7 +10,7 @@ import pytest
 
 import comm
 from conftest import pool
-from jupyter_ext import catalog, cluster, cost, exports, packaging, validate
+from jupyter_ext import catalog, cluster, cost, exports, packaging, sensitive, validate
 from jupyter_ext.spec import JobSpec
 from widgets import PoolConfigurator, _html, vertex_pools
 from widgets.tables import replica_frame
@@ -141,12 +141,16 @@ def test_a_loaded_count_the_catalog_does_not_offer_is_shown_and_reported():
     assert "acceleratorCount: 3 is not offered" in w.to_html()
 
 
-def test_json_preview_is_the_sdk_worker_pool_specs():
+def test_json_preview_is_the_sdk_worker_pool_specs_with_env_values_masked():
     w = PoolConfigurator(spec=four_pools())
-    assert w.preview_json == json.dumps(w.spec.to_dict("sdk")["worker_pool_specs"], indent=2)
+    masked = sensitive.mask_env(w.spec.to_dict("sdk")["worker_pool_specs"])
+    assert w.preview_json == json.dumps(masked, indent=2)
     choose(w.cards[1], replicas=5)
-    assert w.preview_json == json.dumps(w.spec.to_dict("sdk")["worker_pool_specs"], indent=2)
     assert json.loads(w.preview_json)[1]["replica_count"] == 5
+    # the notebook keeps what the preview shows: the job's env values are not in it, the spec keeps them
+    assert json.loads(w.preview_json)[0]["container_spec"]["env"] == [{"name": "MODE", "value": "***"}]
+    assert "MODE" in w.preview.value and '"x"' not in w.preview.value
+    assert w.spec.to_dict("sdk")["worker_pool_specs"][0]["container_spec"]["env"] == [{"name": "MODE", "value": "x"}]
 
 
 def test_replica_table_comes_from_the_cluster():

@@ -2,7 +2,8 @@
 the PyTorch variables (MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK).
 
 Everything comes from `cluster.replicas`, the function the runner and `vtrain
-inspect` use, so the inspector shows exactly what a replica will read.
+inspect` use, so the inspector shows exactly what a replica will read, but for the
+values of the job's `env`: they are `***` (a saved notebook keeps what it shows).
 """
 
 from __future__ import annotations
@@ -112,7 +113,7 @@ class ClusterInspector(_html.StaticRepr, VBox):
             return
         try:
             self._replicas = cluster.replicas(self.job, style=self.style, trial=self.trial.strip() or None,
-                                              legacy=self.legacy)
+                                              legacy=self.legacy, mask_env=True)
         except (WorkbenchError, IndexError) as exc:  # IndexError: a job with no pools at all
             self._error = f"no replicas: {exc}"
 

@@ -21,7 +21,7 @@ from ipywidgets import HTML, Box, Button, Checkbox, Dropdown, HBox, IntText, Lay
 from ipywidgets.widgets.widget import CallbackDispatcher
 from traitlets import Dict, Enum, Instance, List, Unicode, default, observe
 
-from jupyter_ext import catalog, cost, exports, packaging
+from jupyter_ext import catalog, cost, exports, packaging, sensitive
 from jupyter_ext.spec import JobSpec
 
 from . import _html, layout_state, tables
@@ -309,7 +309,7 @@ class PoolConfigurator(_html.StaticRepr, VBox):
 
     @property
     def preview_json(self) -> str:
-        """The JSON shown: the SDK's `worker_pool_specs` of `.spec`."""
+        """The JSON shown: the SDK's `worker_pool_specs` of `.spec`, env values masked (NAME: ***)."""
         return self._json
 
     # ---- actions ------------------------------------------------------------
@@ -354,7 +354,8 @@ class PoolConfigurator(_html.StaticRepr, VBox):
         self.notices_html.value = "".join(_html.note(f"note: {line}") for line in layout_state.notices(state, job))
         self._estimate = layout_state.estimate(state, job)
         self.cost_html.value = _html.cost(self._estimate) if self._estimate else ""
-        self._json = json.dumps(job.to_dict("sdk")["worker_pool_specs"], indent=2) if job else ""
+        # saved with the notebook: env values masked (the spec itself keeps them)
+        self._json = json.dumps(sensitive.mask_env(job.to_dict("sdk")["worker_pool_specs"]), indent=2) if job else ""
         self.preview.value = _html.pre(self._json, max_height="360px")
         try:
             self.table.value = _html.frame(tables.replica_frame(job)) if job else ""

@@ -42,16 +42,18 @@ class Backend(Protocol):
     runtime: Runtime | None  # the Python process replicas run with (the submitting client's); None: not processes
 
     def ports(self, count: int) -> list[int] | None:
-        """One port per replica for process-style addresses, or None."""
+        """One port per replica for process-style addresses, no other run's, held until `cleanup`; or None."""
 
     def prepare(self, job_dir: Path, job: JobSpec) -> list[str]:
-        """Get ready to start the job's replicas; returns notes to show the user."""
+        """Get ready to start the job's replicas (and to stop them if this process dies: see
+        `reaper`); returns notes to show the user."""
 
     def start(self, replica: Replica, pool: v1.WorkerPoolSpec, sink: OutputSink) -> ReplicaHandle:
         """Start one replica; raises BackendError with a readable reason."""
 
     def cleanup(self) -> None:
-        """Remove whatever `prepare` and `start` created. Called once, on every outcome."""
+        """Remove whatever `prepare` and `start` created, and whatever carries this run's marker.
+        Called once, on every outcome."""
 
     def cleanup_job(self, job_id: str) -> None:
         """Stop what is left of a job whose supervisor could not clean up (a crashed service)."""

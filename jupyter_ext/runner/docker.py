@@ -18,9 +18,11 @@
 - Output is read from each container's attach stream (stdout and stderr kept
   apart) into the same sink as the process backend's.
 - Every container and the network carry the labels `vtrain.run` (this backend
-  instance), `vtrain.job-id` and `vtrain.job-dir`; `cleanup()` removes them on
-  every outcome and is safe to call twice; `cleanup_job(job_id)` removes what a
-  crashed supervisor left of a job.
+  instance's run key, see `reaper`), `vtrain.job-id` and `vtrain.job-dir`;
+  `cleanup()` removes them on every outcome and is safe to call twice;
+  `cleanup_job(job_id)` removes what a crashed supervisor left of a job. A
+  watchdog removes them when the runner dies first, and `prepare` removes what
+  runs whose runner died left.
 
 The engine is DOCKER_HOST (or the `engine` argument); it must run on this
 machine, since the job folder is bind-mounted. The workbench's choice is to run
@@ -33,10 +35,8 @@ from __future__ import annotations
 import logging
 import os
 import re
-import secrets
 import signal
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,13 +49,13 @@ from ..errors import BackendError
 from ..spec import JobSpec, pool_image
 from .backend import OutputSink, register
 from .commands import _package_path, pool_env
+from .reaper import LABEL_RUN, Watchdog, new_run_key, reap_orphaned_containers, remove_labelled
 
 if TYPE_CHECKING:
     import docker
 
 log = logging.getLogger(__name__)
 
-LABEL_RUN = "vtrain.run"
 LABEL_JOB_ID = "vtrain.job-id"
 LABEL_JOB_DIR = "vtrain.job-dir"
 LABEL_TASK = "vtrain.task"
@@ -152,8 +152,9 @@ class DockerBackend:
     def __init__(self, engine: str | None = None, on_event: Callable[[images.Event], None] | None = None) -> None:
         self.engine = engine
         self.on_event = on_event
-        self.key = secrets.token_hex(6)
+        self.key = new_run_key()
         self._client: docker.APIClient | None = None
+        self._watchdog: Watchdog | None = None
         self._job_dir = Path(".")
         self._source_dir: Path | None = None
         self._network: str | None = None
@@ -169,6 +170,8 @@ class DockerBackend:
         self._job_dir = Path(job_dir).resolve()
         self._source_dir = job.source_dir
         self._client = images.connect(self.engine, max_pool_size=2 * job.replica_count + 8)
+        reap_orphaned_containers(self._client)  # what runners that died with their watchdogs left
+        self._watchdog = Watchdog("containers", self.key, self.engine or "")
         notes = []
         for image, where in _images(job):
             if images.image_exists(self._client, image):
@@ -222,12 +225,15 @@ class DockerBackend:
         """Remove every container and the network of this run. Never raises."""
         with self._lock:
             client, self._client = self._client, None
+            watchdog, self._watchdog = self._watchdog, None
         if client is None:
             return
         try:
-            _remove_labelled(client, f"{LABEL_RUN}={self.key}", self._threads)
+            remove_labelled(client, f"{LABEL_RUN}={self.key}", self._threads)
         finally:
             client.close()
+            if watchdog is not None:
+                watchdog.stop()
 
     def cleanup_job(self, job_id: str) -> None:
         """Remove the containers and network of a job whose supervisor could not (it crashed)."""
@@ -237,7 +243,7 @@ class DockerBackend:
             log.warning("docker backend: cannot clean up job %s: %s", job_id, exc)
             return
         try:
-            _remove_labelled(client, f"{LABEL_JOB_ID}={job_id}", [])
+            remove_labelled(client, f"{LABEL_JOB_ID}={job_id}")
         finally:
             client.close()
 
@@ -302,31 +308,6 @@ class DockerBackend:
             sink("stdout", b"")
             sink("stderr", b"")
             handle.output_done.set()
-
-
-def _remove_labelled(client: docker.APIClient, label: str, threads: list[threading.Thread]) -> None:
-    """Remove the containers, then the networks, that carry `label`. Never raises."""
-    import docker.errors
-
-    try:
-        for c in client.containers(all=True, filters={"label": label}):
-            try:
-                client.remove_container(c["Id"], force=True, v=True)
-            except docker.errors.NotFound:
-                pass
-        for thread in threads:  # their streams end with their containers
-            thread.join(5.0)
-        for n in client.networks(filters={"label": label}):
-            for attempt in range(20):
-                try:
-                    client.remove_network(n["Id"])
-                    break
-                except docker.errors.NotFound:
-                    break
-                except docker.errors.APIError:  # endpoints still being released
-                    time.sleep(0.1 * (attempt + 1))
-    except Exception as exc:  # noqa: BLE001  (the engine went away: nothing more can be done here)
-        log.warning("docker backend cleanup (%s): %s", label, exc)
 
 
 def _images(job: JobSpec) -> list[tuple[str, str]]:

@@ -1,8 +1,11 @@
 """Process backend: every replica a subprocess on this machine, 127.0.0.1 addresses.
 
-Each replica starts in its own process group, so stopping it also stops every
-process it started. One selector thread reads the output of all replicas, so
-the cost of a log line does not grow with the number of replicas.
+Each replica starts in its own process group and carries its run's marker in its
+environment (VTRAIN_RUN, see `reaper`), so stopping it also stops every process it
+started, even one that left the group with setsid. A watchdog stops them all if the
+runner dies first. Ports are leased for the whole run (see `ports`), so concurrent
+jobs and trials never share one. One selector thread reads the output of all
+replicas, so the cost of a log line does not grow with the number of replicas.
 """
 
 from __future__ import annotations
@@ -10,7 +13,6 @@ from __future__ import annotations
 import os
 import selectors
 import signal
-import socket
 import subprocess
 import threading
 from pathlib import Path
@@ -23,6 +25,9 @@ from ..errors import BackendError
 from ..spec import JobSpec
 from .backend import OutputSink, register
 from .commands import host_command, pool_env
+from .ports import PortLease
+from .reaper import (Watchdog, kill_processes, new_run_key, processes_with, reap_orphaned_processes, replica_env,
+                     replica_marker, run_marker)
 
 READ_SIZE = 1 << 16
 
@@ -31,7 +36,7 @@ class ProcessHandle:
     def __init__(self, proc: subprocess.Popen[bytes], marker: bytes) -> None:
         self.proc = proc
         self.ident = str(proc.pid)  # also its process group ID
-        self.marker = marker  # an environment entry only this job's processes have
+        self.marker = marker  # an environment entry only this replica and what it started have
         self.output_done = threading.Event()
         self._open_streams = 2
 
@@ -42,22 +47,25 @@ class ProcessHandle:
             return None
 
     def terminate(self) -> None:
-        self._signal(signal.SIGTERM)
+        self._signal(signal.SIGTERM, only_group=True)
 
     def kill(self) -> None:
-        self._signal(signal.SIGKILL)
+        self._signal(signal.SIGKILL, only_group=False)  # what left the group (setsid) too
 
-    def _signal(self, sig: int) -> None:
-        """Signal the replica and everything it started. While the leader is not reaped its group
-        is surely ours; after that the group ID may be reused by a new process group (IDs wrap
-        quickly on a busy machine), so only the processes still carrying the job's marker are hit."""
+    def _signal(self, sig: int, only_group: bool) -> None:
+        """Signal the replica and what it started. While the leader is not reaped its group is surely
+        ours; after that the group ID may be reused by a new process group (IDs wrap quickly on a busy
+        machine), so only processes carrying the replica's marker are hit: those of its group, or
+        (`only_group=False`) every one, wherever it went. One pass: the backend's cleanup sweeps the
+        whole run again until nothing is left."""
         if self.proc.returncode is None:
             try:
                 os.killpg(self.proc.pid, sig)
             except (ProcessLookupError, PermissionError):
                 pass
-            return
-        for pid in processes_with(self.marker, pgid=self.proc.pid):
+            if only_group:
+                return
+        for pid in processes_with(self.marker, pgid=self.proc.pid if only_group else None):
             try:
                 os.kill(pid, sig)
             except (ProcessLookupError, PermissionError):
@@ -70,26 +78,6 @@ class ProcessHandle:
         self._open_streams -= 1
         if self._open_streams == 0:
             self.output_done.set()
-
-
-def _marker(job_id: str) -> bytes:
-    return f"CLOUD_ML_JOB_ID={job_id}".encode()
-
-
-def processes_with(marker: bytes, pgid: int | None = None) -> list[int]:
-    """Processes whose environment holds `marker` (and, if given, in process group `pgid`)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if pgid is not None and int((entry / "stat").read_text().rsplit(")", 1)[1].split()[2]) != pgid:
-                continue
-            if marker in (entry / "environ").read_bytes().split(b"\0"):
-                found.append(int(entry.name))
-        except (OSError, ValueError, IndexError):
-            pass
-    return found
 
 
 class _OutputPump(threading.Thread):
@@ -138,25 +126,24 @@ class ProcessBackend:
     def __init__(self, cwd: Path | None = None, runtime: Runtime | None = None) -> None:
         self.cwd = cwd
         self.runtime = runtime or Runtime.here()
+        self.key = new_run_key()
         self._pump: _OutputPump | None = None
+        self._watchdog: Watchdog | None = None
+        self._lease: PortLease | None = None
         self._job_dir = Path(".")
         self._source_dir: Path | None = None
 
     def ports(self, count: int) -> list[int]:
-        """Free loopback ports: all bound at once so they differ, then released."""
-        socks = []
-        try:
-            for _ in range(count):
-                s = socket.socket()
-                s.bind(("127.0.0.1", 0))
-                socks.append(s)
-            return [s.getsockname()[1] for s in socks]
-        finally:
-            for s in socks:
-                s.close()
+        """Loopback ports no other run on this machine has, held until `cleanup()`."""
+        if self._lease is not None:
+            self._lease.release()
+        self._lease = PortLease(count)
+        return self._lease.ports
 
     def prepare(self, job_dir: Path, job: JobSpec) -> list[str]:
         self._job_dir, self._source_dir = job_dir, job.source_dir
+        reap_orphaned_processes()  # what runners that died with their watchdogs left
+        self._watchdog = Watchdog("processes", self.key)
         self._pump = _OutputPump()
         self._pump.start()
         for pos, pool in job.pools:  # a pool this backend cannot run fails before anything starts
@@ -170,29 +157,33 @@ class ProcessBackend:
         command = host_command(pool, f"workerPoolSpecs[{replica.pool}]", self._job_dir, self.runtime, self._source_dir)
         # what Vertex AI would give, the job's env, and of this machine only what a process needs to start
         env = pool_env(pool, {**self.runtime.env, **command.env, **replica.env, "PYTHONUNBUFFERED": "1"})
+        env.update(replica_env(self.key, replica.task_name))
         try:
             proc = subprocess.Popen(command.argv, env=env, cwd=self.cwd, stdin=subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         except OSError as exc:
             raise BackendError(f"{replica.task_name}: cannot start {command.argv[0]!r}: {exc.strerror}") from None
-        handle = ProcessHandle(proc, _marker(replica.env["CLOUD_ML_JOB_ID"]))
+        handle = ProcessHandle(proc, replica_marker(self.key, replica.task_name))
         self._pump.add(handle, sink)
         return handle
 
     def cleanup_job(self, job_id: str) -> None:
         """Kill every process of a job that an earlier supervisor could not stop (it crashed):
         replicas carry CLOUD_ML_JOB_ID, and so does everything they started."""
-        for pid in processes_with(_marker(job_id)):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        kill_processes(f"CLOUD_ML_JOB_ID={job_id}".encode())
 
     def cleanup(self) -> None:
+        kill_processes(run_marker(self.key), prefix=True)  # a replica not yet handed to the supervisor too
+        if self._lease is not None:
+            self._lease.release()
+            self._lease = None
         if self._pump is not None:
             self._pump.close()
             self._pump.join(5)
             self._pump = None
+        if self._watchdog is not None:
+            self._watchdog.stop()
+            self._watchdog = None
 
 
 register("process", ProcessBackend)

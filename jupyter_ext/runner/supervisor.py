@@ -10,8 +10,15 @@ Job semantics, as on Vertex AI (DESIGN.md):
 - `scheduling.timeout` fails the job when it runs longer;
 - with `scheduling.restartJobOnWorkerRestart` a replica that fails is started
   again (up to MAX_RESTARTS times), the others keep running;
+- when a replica's output cannot be written (a full disk, any I/O error), or the
+  job's own files cannot, the job fails at once with an error naming the cause
+  and the file;
 - on every outcome each replica and everything it started is stopped, its
   output drained to `<job dir>/logs/`, and the backend cleaned up.
+
+`status.json` in the job folder records the job as it runs and ends, with the
+runner process (`runner`, see `reaper`): a job it still calls RUNNING whose
+runner is gone was abandoned (its runner was killed).
 """
 
 from __future__ import annotations
@@ -30,7 +37,8 @@ from ..errors import BackendError
 from ..failure import LOST, ReplicaFailure
 from ..spec import JobSpec
 from .backend import Backend, ReplicaHandle, get_backend
-from .logs import LinesHook, ReplicaLog, now_rfc3339
+from .logs import LinesHook, ReplicaLog, describe_os_error, now_rfc3339
+from .reaper import this_runner
 
 SERVER_ROLES = ("parameter_server", "reduction_server")
 ERROR_TAIL = 10
@@ -58,6 +66,7 @@ class JobResult:
     backend: str
     create_time: str
     python: str = ""  # the interpreter process replicas ran with
+    runner: str = field(default_factory=this_runner)  # the process that runs the job (reaper.runner_alive)
     start_time: str = ""
     end_time: str = ""
     replicas: list[ReplicaResult] = field(default_factory=list)
@@ -119,11 +128,14 @@ class Supervisor:
         """Run the job to its end and return how it ended. Ctrl-C cancels it."""
         try:
             state, error = self._run()
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as exc:  # Ctrl-C, or a signal the caller turned into one (with its reason)
             self._set_state("CANCELLING")
-            state, error = "CANCELLED", "cancelled by the user (Ctrl-C)"
+            state, error = "CANCELLED", str(exc) or "cancelled by the user (Ctrl-C)"
         except BackendError as exc:
             state, error = "FAILED", str(exc)
+        except OSError as exc:  # the job's own files: job.json, status.json, a log that cannot be opened
+            state, error = "FAILED", f"the runner cannot go on: {describe_os_error(exc)}" + \
+                (f": {exc.filename}" if exc.filename else "")
         finally:
             self._shutdown()
         return self._finish(state, error)
@@ -133,8 +145,8 @@ class Supervisor:
         validate.check(self.job)
         if note := scheduling.local_notice(self.job):
             self._note(note)
-        (self.job_dir / "logs").mkdir(parents=True, exist_ok=True)
-        (self.job_dir / "job.json").write_text(self.job.dump("rest"))
+        paths.private_dir(self.job_dir / "logs")  # job.json holds the env values: the owner's only
+        paths.write_private(self.job_dir / "job.json", self.job.dump("rest"))
         self._set_state("PENDING")
         for note in self.backend.prepare(self.job_dir, self.job):
             self._note(note)
@@ -156,7 +168,8 @@ class Supervisor:
         for n, replica in enumerate(self.replicas):
             if self._cancelled.is_set():
                 return "CANCELLED", self._cancel_reason
-            log = ReplicaLog(replica.task_name, self.job_dir / "logs" / f"{replica.task_name}.log", self.on_lines)
+            log = ReplicaLog(replica.task_name, self.job_dir / "logs" / f"{replica.task_name}.log", self.on_lines,
+                             on_error=lambda _error, n=n: self._events.put(("io-error", n, 0)))
             self._logs.append(log)
             self._handles.append(self._start(n))
         self.result.start_time = now_rfc3339()
@@ -216,6 +229,8 @@ class Supervisor:
                 self._set_state("CANCELLING")
                 return "CANCELLED", self._cancel_reason
             replica = self.replicas[n]
+            if kind == "io-error":
+                return "FAILED", self._logs[n].error
             if kind == "lost":
                 self._failed = (n, LOST)
                 return "FAILED", ""
@@ -274,9 +289,15 @@ class Supervisor:
         for n, log in enumerate(self._logs):
             self.result.replicas[n].lines = log.line_count
         self.result.error = error or (self._failure() if self._failed else "")
+        lost_output = next((log.error for log in self._logs if log.error), "")
+        if lost_output and state == "SUCCEEDED":  # its last lines could not be kept
+            state, self.result.error = "FAILED", lost_output
         self.result.end_time = now_rfc3339()
         self._set_state(state)
-        self._write_status()
+        try:
+            self._write_status()
+        except OSError as exc:  # the job is over and says how; only its record on disk is missing
+            self._note(f"cannot write {self.job_dir / 'status.json'}: {describe_os_error(exc)}")
         return self.result
 
     def _set_state(self, state: str) -> None:
@@ -290,7 +311,7 @@ class Supervisor:
 
     def _write_status(self) -> None:
         if self.job_dir.is_dir():
-            (self.job_dir / "status.json").write_text(json.dumps(self.result.to_dict(), indent=2) + "\n")
+            paths.write_private(self.job_dir / "status.json", json.dumps(self.result.to_dict(), indent=2) + "\n")
 
 
 def run_job(job: JobSpec, **kwargs: Any) -> JobResult:

@@ -1,24 +1,30 @@
-"""`python -m jupyter_ext.service [--port N] [--read-quota N] [--ingestion-delay S] [--record-requests]`:
+"""`python -m jupyter_ext.service [--port N] [--read-quota N] [--ingestion-delay S] [--record-requests]
+[--max-replicas N] [--max-replicas-per-job N] [--max-running-jobs N] [--max-trials N]`:
 run the local service in the foreground.
 
-Usually started detached by `vtrain service start` or the first local submit.
+Usually started detached by `vtrain service start` or the first local submit. One runs per data
+folder: a second start prints "already running (pid N, endpoint URL)" to stderr and exits 1,
+changing nothing (see `daemon`).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import secrets
 import signal
+import sys
 
 import tornado.httpserver
 import tornado.netutil
 
-from .. import paths
+from .. import gc, paths
 from . import daemon
-from .app import make_app
+from .app import MAX_STREAMED, Service, make_app
 from .emulation import Options, RequestRecord, add_arguments
 from .jobs import JobManager
+from .queueing import JobQueue
 from .store import JobStore
 from .tuning_jobs import TuningManager
 
@@ -26,21 +32,25 @@ HOST = "127.0.0.1"  # loopback only: local jobs run code as the user
 
 
 async def serve(port: int, options: Options) -> None:
+    """Serve until SIGTERM or SIGINT; the caller holds the service lock."""
     token = secrets.token_urlsafe(32)
-    database = paths.data_dir() / "jobs.sqlite"
-    managers = [JobManager(JobStore(database), paths.jobs_dir()),
-                TuningManager(JobStore(database, TuningManager.collection), paths.jobs_dir())]
+    database = paths.job_store_file()
+    queue = JobQueue(options.limits)  # one set of limits for every collection
+    managers = [JobManager(JobStore(database), paths.jobs_dir(), queue),
+                TuningManager(JobStore(database, TuningManager.collection), paths.jobs_dir(), queue)]
     for manager in managers:
         for job_id in manager.recover():
             print(f"{manager.collection.kind} {job_id} was running when the service stopped: marked FAILED",
                   flush=True)
+    gc.keep_pruning(lambda text: print(text, flush=True))  # only with a VTRAIN_GC_* policy set
     sockets = tornado.netutil.bind_sockets(port, HOST)
     record = RequestRecord(daemon.runtime_dir() / "requests.jsonl") if options.record_requests else None
-    server = tornado.httpserver.HTTPServer(make_app(managers, token, paths.jobs_dir(), options, record))
+    service = Service(token, managers, paths.jobs_dir(), options, record)
+    server = tornado.httpserver.HTTPServer(make_app(service), max_body_size=MAX_STREAMED)
     server.add_sockets(sockets)
     endpoint = f"http://{HOST}:{sockets[0].getsockname()[1]}"
     daemon.write_runtime(endpoint, token, options)
-    print(f"local Vertex AI service on {endpoint}", flush=True)
+    print(f"local Vertex AI service on {endpoint} (limits: {options.limits})", flush=True)
     stopping = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -50,9 +60,10 @@ async def serve(port: int, options: Options) -> None:
     finally:
         daemon.clear_runtime()
         server.stop()
-        for manager in managers:  # running jobs are cancelled, their replicas stopped
+        for manager in managers:  # queued jobs are cancelled, running ones too, their replicas stopped
             await loop.run_in_executor(None, manager.shutdown)
             manager.store.close()
+        service.workers.close()
         print("stopped", flush=True)
 
 
@@ -61,7 +72,17 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     add_arguments(parser)
     args = parser.parse_args()
-    asyncio.run(serve(args.port, Options.from_args(args)))
+    lock = daemon.hold_lock()
+    if lock is None:
+        print(daemon.already_running(), file=sys.stderr)
+        sys.exit(1)
+    logging.basicConfig(format="%(asctime)s %(name)s %(levelname)s %(message)s")  # tornado's errors, tracebacks
+    logging.getLogger("tornado.access").setLevel(logging.ERROR)  # a user's 4xx is theirs, not the log's
+    # slow work runs in threads (see app.Workers): hand the GIL over every millisecond rather than
+    # every 5, so a GET waits less behind a listing that filters every line in Python
+    sys.setswitchinterval(0.001)
+    with lock:  # held until the process ends
+        asyncio.run(serve(args.port, Options.from_args(args)))
 
 
 if __name__ == "__main__":

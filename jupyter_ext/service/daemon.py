@@ -2,8 +2,13 @@
 
 The service runs detached from whoever started it, so local jobs outlive a
 notebook kernel or a terminal. `<data dir>/service/` holds `service.json`
-(endpoint, pid, token file, the options it runs with), `token` (readable by the
+(endpoint, pid, token file, the options and local limits it runs with), `token` (readable by the
 user only; a new one at every start) and `service.log`.
+
+One service per data folder: a service holds `service.lock` (fcntl.flock, with its
+pid inside) for its whole life, and takes it before it recovers jobs or writes
+anything. A second start finds it held, says "already running (pid N, endpoint
+URL)" and exits 1, leaving the token and service.json as they were.
 """
 
 from __future__ import annotations
@@ -17,8 +22,9 @@ import subprocess
 import sys
 import time
 from contextlib import contextmanager
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Iterator
+from typing import IO, Any, Iterator
 from urllib.parse import urlparse
 
 from .. import paths
@@ -40,6 +46,46 @@ def token_file() -> Path:
     return runtime_dir() / "token"
 
 
+def lock_file() -> Path:
+    return runtime_dir() / "service.lock"
+
+
+def hold_lock() -> IO[str] | None:
+    """Take the service lock for this process's life (keep the file open), or None when another
+    service holds it. Only the holder may recover jobs and write the runtime files."""
+    paths.private_dir(runtime_dir())
+    lock = open(lock_file(), "a+", opener=paths.private_opener)  # noqa: SIM115 (held open for the process's life; not truncated: it names the holder)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        lock.close()
+        return None
+    lock.truncate(0)
+    lock.write(str(os.getpid()))
+    lock.flush()
+    return lock
+
+
+def holder() -> int | None:
+    """The pid of the running service that holds the lock (it may not answer yet), else None."""
+    try:
+        pid = int(lock_file().read_text().strip() or 0)
+    except (OSError, ValueError):
+        return None
+    return pid if _alive(pid) and _is_service(pid) else None
+
+
+def already_running() -> str:
+    """What a second start says: the running service's pid and endpoint."""
+    pid = holder()
+    try:
+        info = json.loads(info_file().read_text())
+    except (OSError, ValueError):
+        info = {}
+    endpoint = info.get("endpoint") if pid and info.get("pid") == pid else "not listening yet"
+    return f"already running (pid {pid or 'unknown'}, endpoint {endpoint})"
+
+
 def status() -> dict[str, Any] | None:
     """The running service's endpoint, pid and token file, or None."""
     try:
@@ -52,17 +98,15 @@ def status() -> dict[str, Any] | None:
 
 def ensure_running(options: Options | None = None) -> dict[str, Any]:
     """The running service, started (detached) when there is none; with `options`, one that runs
-    with them (a running service with others is an error: stop it first)."""
+    with them (a running service with others is an error: stop it first). `already_running` in
+    the answer says whether it ran before."""
     with _start_lock():
         info = status()
         if info:
-            running = Options(**info.get("options", {}))
-            if options is not None and running != options:
-                raise WorkbenchError(f"the local service already runs (pid {info['pid']}, {info['endpoint']}) with "
-                                     f"{running}; `vtrain service stop` it first")
-            return info
-        runtime_dir().mkdir(parents=True, exist_ok=True)
-        log = open(runtime_dir() / "service.log", "ab")
+            _check_options(info, options)
+            return {**info, "already_running": True}
+        paths.private_dir(runtime_dir())
+        log = open(runtime_dir() / "service.log", "ab", opener=paths.private_opener)
         argv = [sys.executable, "-m", "jupyter_ext.service", *(options or Options()).argv()]
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
@@ -71,19 +115,34 @@ def ensure_running(options: Options | None = None) -> dict[str, Any]:
         while time.monotonic() < deadline:
             info = status()
             if info and info.get("pid") == proc.pid:
-                return info
-            if proc.poll() is not None:
-                break
+                return {**info, "already_running": False}
+            if proc.poll() is not None:  # it found a service starting (or one not answering) beside it
+                if info:
+                    _check_options(info, options)
+                    return {**info, "already_running": True}
+                if holder() is None:
+                    break
             time.sleep(0.05)
+        if (pid := holder()) and pid != proc.pid:
+            raise WorkbenchError(f"the local service (pid {pid}) runs but does not answer; stop it (kill {pid}) "
+                                 "and start again")
         raise WorkbenchError(f"the local service did not start; see {runtime_dir() / 'service.log'}")
 
 
+def _check_options(info: dict[str, Any], options: Options | None) -> None:
+    running = Options.from_info(info)
+    if options is not None and running != options:
+        raise WorkbenchError(f"the local service already runs (pid {info['pid']}, {info['endpoint']}) with "
+                             f"{running}; `vtrain service stop` it first")
+
+
 def stop(timeout: float = 60.0) -> bool:
-    """Stop the service (it cancels its running jobs first). False when none ran."""
+    """Stop the service (it cancels its running jobs first), even one that does not answer. False
+    when none ran."""
     info = status()
-    if not info:
+    pid = info["pid"] if info else holder()
+    if not pid:
         return False
-    pid = info["pid"]
     try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:  # it just exited
@@ -108,15 +167,10 @@ def read_token() -> str:
 
 def write_runtime(endpoint: str, token: str, options: Options) -> None:
     """Called by the service once it listens: token first, then where to find it."""
-    runtime_dir().mkdir(parents=True, exist_ok=True)
-    fd = os.open(token_file(), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(token)
-    os.chmod(token_file(), 0o600)
-    tmp = info_file().with_suffix(".tmp")
-    tmp.write_text(json.dumps({"endpoint": endpoint, "pid": os.getpid(), "token_file": str(token_file()),
-                               "options": options.as_dict()}))
-    tmp.replace(info_file())
+    paths.write_private(token_file(), token)
+    paths.write_private(info_file(), json.dumps({"endpoint": endpoint, "pid": os.getpid(),
+                                                 "token_file": str(token_file()), "options": options.as_dict(),
+                                                 "limits": asdict(options.limits)}))
 
 
 def clear_runtime() -> None:
@@ -129,8 +183,8 @@ def clear_runtime() -> None:
 
 @contextmanager
 def _start_lock() -> Iterator[None]:
-    runtime_dir().mkdir(parents=True, exist_ok=True)
-    with open(runtime_dir() / "start.lock", "w") as lock:
+    paths.private_dir(runtime_dir())
+    with open(runtime_dir() / "start.lock", "w", opener=paths.private_opener) as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
 

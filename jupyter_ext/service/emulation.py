@@ -1,5 +1,6 @@
-"""Cloud behaviour the local service can put on, so what follows logs is tested the way
-Google will treat it, and a record of the requests it was sent.
+"""How the local service runs (`Options`): the cloud behaviour it can put on, so what follows
+logs is tested the way Google will treat it, a record of the requests it was sent, and the local
+limits it keeps (`jupyter_ext.limits`).
 
 - `ReadQuota`: Cloud Logging limits `entries.list` per project (about 60 a
   minute); beyond N requests in the last 60 seconds the service answers 429
@@ -12,7 +13,7 @@ Google will treat it, and a record of the requests it was sent.
   status, and the body of a create), for tests and debugging.
 
 All are off unless the service is started with `--read-quota N`,
-`--ingestion-delay SECONDS` or `--record-requests`.
+`--ingestion-delay SECONDS` or `--record-requests`. The limits' flags are `limits.add_arguments`.
 """
 
 from __future__ import annotations
@@ -21,9 +22,13 @@ import json
 import threading
 import time
 from collections import deque
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from .. import paths
+from ..limits import Limits
+from ..limits import add_arguments as add_limit_arguments
 
 
 @dataclass(frozen=True)
@@ -31,29 +36,37 @@ class Options:
     read_quota: int = 0  # entries.list requests per minute and project; 0: no limit
     ingestion_delay: float = 0.0  # seconds before a written entry can be read
     record_requests: bool = False
+    limits: Limits = field(default_factory=Limits)
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The emulation options (service.json's `options`; the limits go beside them, `limits`)."""
+        return {k: v for k, v in asdict(self).items() if k != "limits"}
+
+    @classmethod
+    def from_info(cls, info: dict[str, Any]) -> Options:
+        """The options a running service's service.json names."""
+        return cls(**info.get("options", {}), limits=Limits(**info.get("limits", {})))
 
     @classmethod
     def from_args(cls, args: Any) -> Options:
-        return cls(args.read_quota, args.ingestion_delay, args.record_requests)
+        return cls(args.read_quota, args.ingestion_delay, args.record_requests, Limits.from_args(args))
 
     def argv(self) -> list[str]:
         """The service's command-line flags for these options."""
         args = [f"--read-quota={self.read_quota}"] if self.read_quota else []
         args += [f"--ingestion-delay={self.ingestion_delay:g}"] if self.ingestion_delay else []
-        return args + (["--record-requests"] if self.record_requests else [])
+        return args + (["--record-requests"] if self.record_requests else []) + self.limits.argv()
 
 
 def add_arguments(parser: Any, when: str = "") -> None:
-    """The service's flags for these options, on the service's and on `vtrain service`'s parser."""
+    """The service's flags for these options (the limits' too), on the service's and on `vtrain service`'s parser."""
     parser.add_argument("--read-quota", type=int, default=0, metavar="N", help=f"{when}answer 429 RESOURCE_EXHAUSTED "
                         "beyond N entries:list requests per minute and project, as Cloud Logging does")
     parser.add_argument("--ingestion-delay", type=float, default=0.0, metavar="SECONDS", help=f"{when}log entries "
                         "become readable that long after they were written, as in Cloud Logging")
     parser.add_argument("--record-requests", action="store_true", help=f"{when}append every request to "
                         "<data dir>/service/requests.jsonl (tests, debugging)")
+    add_limit_arguments(parser, when)
 
 
 class ReadQuota:
@@ -103,5 +116,5 @@ class RequestRecord:
 
     def add(self, **fields: Any) -> None:
         line = json.dumps({"time": time.time(), **fields}) + "\n"
-        with self._lock, open(self.path, "a") as out:
+        with self._lock, open(self.path, "a", opener=paths.private_opener) as out:
             out.write(line)

@@ -11,7 +11,7 @@ from typing import Any
 
 from google.cloud.aiplatform_v1 import types as v1
 
-from .. import states, validate
+from .. import limits, states, validate
 from ..api import CUSTOM_JOBS
 from ..environment import Runtime
 from ..runner import Supervisor, get_backend
@@ -24,7 +24,11 @@ class JobManager(ResourceManager):
     collection = CUSTOM_JOBS
 
     def check(self, resource: v1.CustomJob) -> JobSpec:
+        limits.check_job(resource.job_spec.worker_pool_specs, self.queue.limits)  # first: nothing is built per replica
         return validate.check(JobSpec.load(resource))
+
+    def replicas(self, resource: v1.CustomJob) -> int:
+        return limits.job_replicas(resource.job_spec.worker_pool_specs)
 
     def start_run(self, stored: StoredJob, checked: JobSpec, runtime: Runtime) -> _JobRun:
         backend = get_backend(stored.backend)

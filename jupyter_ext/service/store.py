@@ -17,7 +17,7 @@ from typing import Any
 from google.cloud.aiplatform_v1 import types as v1
 from google.protobuf import json_format
 
-from .. import states
+from .. import paths, states
 from ..api import CUSTOM_JOBS, TUNING_JOBS, Collection
 
 SCHEMA = """
@@ -57,7 +57,7 @@ class JobStore:
     """One collection's table of job resources."""
 
     def __init__(self, path: Path, collection: Collection = CUSTOM_JOBS) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        paths.private_file(path)  # the owner's only (SQLite gives its WAL and shm files this mode)
         self.table, self.resource_type = TABLES[collection.path], collection.resource_type
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
         self._db.execute("PRAGMA journal_mode=WAL")

@@ -24,6 +24,11 @@ The tuning job's state is written to its own table, `hyperparameter_tuning_jobs`
 in the service's SQLite file, as Vertex reports it: QUEUED, PENDING, RUNNING
 (from the first trial), then SUCCEEDED, FAILED or CANCELLING and CANCELLED,
 with `error` as a google.rpc.Status.
+
+Local limits (`jupyter_ext.limits`): `maxTrialCount` is bounded (the trials are made one at a
+time anyway); at most as many trials run at once as fit in one job's replicas
+(`limits.trials_at_once`); the tuning job counts as one job holding those replicas, queued like
+any job until they are free.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from typing import Any
 
 from google.cloud.aiplatform_v1 import types as v1
 
-from .. import tuning, validate
+from .. import limits, tuning, validate
 from ..api import TUNING_JOBS
 from ..environment import Runtime
 from ..runner import JobResult, Supervisor, get_backend
@@ -55,7 +60,11 @@ class TuningManager(ResourceManager):
     collection = TUNING_JOBS
 
     def check(self, resource: v1.HyperparameterTuningJob) -> JobSpec:
+        limits.check_tuning(resource, self.queue.limits)  # first: maxTrialCount may be 2e9
         return validate.check_tuning(resource)
+
+    def replicas(self, resource: v1.HyperparameterTuningJob) -> int:
+        return limits.tuning_replicas(resource, self.queue.limits)
 
     def start_run(self, stored: StoredJob, checked: JobSpec, runtime: Runtime) -> _Study:
         r = stored.resource
@@ -63,6 +72,9 @@ class TuningManager(ResourceManager):
         r.labels[SEARCH_LABEL] = tuning.search_name(r.study_spec)
         for note in tuning.notices(r):
             self.on_note(f"tuning job {stored.id}: {note}")
+        if (at_once := limits.trials_at_once(r, self.queue.limits)) < r.parallel_trial_count:
+            self.on_note(f"tuning job {stored.id}: parallelTrialCount: runs {at_once} trials at once here, "
+                         f"within the local limit of {self.queue.limits.replicas_per_job} replicas per job")
         return _Study(self, stored, checked, runtime)
 
     def recovered(self, stored: StoredJob) -> None:
@@ -126,7 +138,7 @@ class _Study:
         r = self.resource
         planned = tuning.suggestions(self.study, r.max_trial_count, seed=self.stored.id)  # made on demand
         limit = r.max_failed_trial_count  # 0: no limit (see tuning's notes)
-        parallel = max(1, r.parallel_trial_count)
+        parallel = limits.trials_at_once(r, self.manager.queue.limits)
         self._update(state="JOB_STATE_PENDING")
         failures: list[tuple[str, str]] = []
         succeeded = 0
@@ -268,7 +280,7 @@ class _Study:
                 self.manager.save_state(self.stored, state)
             else:
                 self.resource.update_time = _now()
-                self.manager.store.save(self.stored)
+                self.manager.save(self.stored)
 
 
 def _now() -> datetime:

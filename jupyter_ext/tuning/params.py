@@ -149,18 +149,20 @@ def study_spec(parameters: str | Sequence[Param], metric: str | Sequence[v1.Stud
 
 
 def load_request(source: Any) -> v1.HyperparameterTuningJob | None:
-    """A HyperparameterTuningJob REST body (a path, text or dict with `studySpec`/`trialJobSpec`), else None."""
-    import yaml
+    """A HyperparameterTuningJob REST body (a path, text or dict with `studySpec`/`trialJobSpec`), else None.
+    A file that cannot be read is one SpecError (spec.read_job_file)."""
+    from ..spec import parse_job_text, read_job_file
 
     data = source
     if isinstance(source, (str, Path)):
         try:
-            text = Path(source).read_text() if Path(source).is_file() else str(source)
-        except OSError:  # text too long to be a file name
-            text = str(source)
+            is_file = Path(source).is_file()
+        except (OSError, ValueError):  # text too long to be a file name, or holding a NUL
+            is_file = False
+        text = read_job_file(Path(source)) if is_file else str(source)
         try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError:
+            data = parse_job_text(text, "job")
+        except SpecError:
             return None
     if not isinstance(data, dict) or not ({"studySpec", "study_spec", "trialJobSpec", "trial_job_spec"} & set(data)):
         return None

@@ -1,11 +1,18 @@
-"""One replica log line as the LogEntry Vertex AI writes for it (proto3 JSON, `resource.type="ml_job"`)."""
+"""One replica log line as the LogEntry Vertex AI writes for it (proto3 JSON, `resource.type="ml_job"`).
+
+A line holding a JSON object becomes `jsonPayload`, unless it nests deeper than MAX_PAYLOAD_DEPTH
+(the clients' protobuf parsers stop at 100 levels): then, like any other line, `textPayload`.
+"""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from ...runner.logs import LogLine
 from .query import SEVERITIES, Entry
+
+MAX_PAYLOAD_DEPTH = 64
 
 
 def _json_object(text: str) -> dict | None:
@@ -14,9 +21,21 @@ def _json_object(text: str) -> dict | None:
         return None
     try:
         value = json.loads(text, parse_constant=_reject)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
-    return value if isinstance(value, dict) else None
+    return value if isinstance(value, dict) and _depth(value) <= MAX_PAYLOAD_DEPTH else None
+
+
+def _depth(value: Any) -> int:
+    """How deep objects and arrays nest in a JSON value (without recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is not None:
+            deepest = max(deepest, depth)
+            stack.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 def _reject(name: str) -> None:

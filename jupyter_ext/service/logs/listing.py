@@ -16,7 +16,7 @@ from typing import Iterable, Iterator
 from ...errors import FilterError
 from ...runner.logs import LogLine, read_log
 from .entries import line_to_entry
-from .query import Entry, Node, nanos, parse_tree, pins, predicate, time_bound
+from .query import Entry, Node, nanos, parse_tree, pins, predicate, shown, time_bound
 
 DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE = 50, 1000
 JOB_FIELDS = ("resource.labels.job_id",)
@@ -59,22 +59,18 @@ _FILE_FIELDS = ("resource", "logName", "labels")
 
 def _per_file(node: Node) -> bool:
     kind = node[0]
-    if kind in ("and", "or"):
-        return _per_file(node[1]) and _per_file(node[2])
-    if kind == "not":
-        return _per_file(node[1])
+    if kind in ("and", "or", "not"):
+        return all(_per_file(child) for child in node[1:])
     return kind == "true" or (kind == "cmp" and node[1][0] in _FILE_FIELDS)
 
 
 def _split(tree: Node) -> tuple[Node, Node]:
     """The filter as (the part about the file, the part about each line), joined by AND."""
-    def conjuncts(node: Node) -> list[Node]:
-        return conjuncts(node[1]) + conjuncts(node[2]) if node[0] == "and" else [node]
+    parts = list(tree[1:]) if tree[0] == "and" else [tree]
 
     def join(nodes: list[Node]) -> Node:
-        return functools.reduce(lambda a, b: ("and", a, b), nodes) if nodes else ("true",)
+        return ("and", *nodes) if len(nodes) > 1 else nodes[0] if nodes else ("true",)
 
-    parts = conjuncts(tree)
     return join([n for n in parts if _per_file(n)]), join([n for n in parts if not _per_file(n)])
 
 
@@ -130,7 +126,7 @@ def _order(order_by: str | None) -> bool:
     words = (order_by or "timestamp").lower().split()
     if words in (["timestamp"], ["timestamp", "asc"], ["timestamp", "desc"]):
         return words[-1] == "desc"
-    raise FilterError(f"orderBy: unsupported order {order_by!r} (use 'timestamp asc' or 'timestamp desc')")
+    raise FilterError(f"orderBy: unsupported order {shown(order_by or '')} (use 'timestamp asc' or 'timestamp desc')")
 
 
 def _encode(state: dict) -> str:
@@ -151,7 +147,7 @@ def _decode(token: str, descending: bool) -> dict | None:
         elif not all(isinstance(f, str) and isinstance(o, int) and o >= 0 for f, o in state["p"].items()):
             raise ValueError("bad positions")
         return state
-    except (ValueError, KeyError, TypeError, AttributeError, binascii.Error):
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError, binascii.Error):
         raise FilterError(f"pageToken: not a page token of this listing ({token[:40]!r})") from None
 
 

@@ -1,20 +1,31 @@
 """The Logging query language: parse a filter into a tree, test LogEntry dicts against it, and read
 off what it implies (the values it pins a field to, its time bounds).
 
-A tree is nested tuples: ("true",) ("and"|"or", a, b) ("not", a) ("global", value, pos)
-("cmp", path, op, value, quoted, value_pos). Precedence, case-folding and the severity and
-time comparisons are described in the package docstring.
+A tree is nested tuples: ("true",) ("and"|"or", a, b, ...) ("not", a) ("global", value, pos)
+("cmp", path, op, value, quoted, value_pos); a chain of ANDs (or ORs) is one node, so a long
+filter is a wide tree, not a deep one. Precedence, case-folding and the severity and time
+comparisons are described in the package docstring.
+
+Bounds, so no filter can exhaust the service: at most MAX_LENGTH characters (Cloud Logging's
+20,000) and MAX_DEPTH levels of parentheses and NOT (the workbench's choice); regular expressions
+(`=~`, `!~`) are RE2's, as Cloud Logging's are, and match in time linear in the text.
 """
 
 from __future__ import annotations
 
 import calendar
+import functools
 import operator
 import re
 from datetime import datetime
 from typing import Any, Callable, Iterable, Iterator
 
+import re2
+
 from ...errors import FilterError
+
+MAX_LENGTH = 20_000  # characters, as Cloud Logging's filters
+MAX_DEPTH = 64  # nested parentheses and NOTs
 
 SEVERITIES = {"DEFAULT": 0, "DEBUG": 100, "INFO": 200, "NOTICE": 300, "WARNING": 400, "ERROR": 500,
               "CRITICAL": 600, "ALERT": 700, "EMERGENCY": 800}
@@ -40,7 +51,7 @@ class _Parser:
     """
 
     def __init__(self, text: str) -> None:
-        self.s, self.i = text, 0
+        self.s, self.i, self.depth = text, 0, 0
 
     def error(self, message: str, position: int | None = None) -> FilterError:
         return FilterError(message, self.i if position is None else position)
@@ -74,6 +85,8 @@ class _Parser:
         return False
 
     def parse(self) -> Node:
+        if len(self.s) > MAX_LENGTH:
+            raise FilterError(f"filter: {len(self.s)} characters, at most {MAX_LENGTH}")
         if not self.more():
             return ("true",)
         node = self.expression(None)
@@ -82,20 +95,26 @@ class _Parser:
         return node
 
     def chain(self, keyword: str, operand: Callable[[tuple | None], Node], ctx: tuple | None) -> Node:
-        """`operand {keyword operand}`, grouped from the left."""
-        node = operand(ctx)
+        """`operand {keyword operand}`: one node."""
+        nodes = [operand(ctx)]
         while self.keyword(keyword):
-            node = (keyword.lower(), node, operand(ctx))
-        return node
+            nodes.append(operand(ctx))
+        return _join(keyword.lower(), nodes)
 
     def expression(self, ctx: tuple | None) -> Node:
         return self.chain("AND", self.sequence, ctx)
 
     def sequence(self, ctx: tuple | None) -> Node:
-        node = self.factor(ctx)
+        nodes = [self.factor(ctx)]
         while self.more() and self.peek() != ")" and self.word() != "AND":
-            node = ("and", node, self.factor(ctx))
-        return node
+            nodes.append(self.factor(ctx))
+        return _join("and", nodes)
+
+    def deeper(self) -> None:
+        """One more level of parentheses or NOT."""
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise self.error(f"nested more than {MAX_DEPTH} levels deep (parentheses and NOT)")
 
     def factor(self, ctx: tuple | None) -> Node:
         return self.chain("OR", self.term, ctx)
@@ -103,11 +122,15 @@ class _Parser:
     def term(self, ctx: tuple | None) -> Node:
         if not self.more():
             raise self.error("expected a comparison, found the end")
-        if self.keyword("NOT"):
-            return ("not", self.term(ctx))
-        if self.peek() == "-":
+        negated = self.keyword("NOT")
+        if not negated and self.peek() == "-":
             self.i += 1
-            return ("not", self.term(ctx))
+            negated = True
+        if negated:
+            self.deeper()
+            node = ("not", self.term(ctx))
+            self.depth -= 1
+            return node
         if self.word() in ("AND", "OR"):
             raise self.error(f"unexpected {self.word()}")
         if self.peek() == "(":
@@ -135,10 +158,12 @@ class _Parser:
     def group(self, ctx: tuple | None) -> Node:
         opened = self.i
         self.i += 1
+        self.deeper()
         node = self.expression(ctx)
         if not self.more() or self.peek() != ")":
             raise self.error("unclosed '('", opened)
         self.i += 1
+        self.depth -= 1
         return node
 
     def path(self) -> tuple[tuple[str, ...], bool]:
@@ -188,6 +213,13 @@ class _Parser:
         raise self.error("unterminated string", start)
 
 
+def _join(kind: str, nodes: list[Node]) -> Node:
+    """`nodes` joined by AND or OR as one node (an operand of the same kind gives its operands)."""
+    if len(nodes) == 1:
+        return nodes[0]
+    return (kind, *(child for node in nodes for child in (node[1:] if node[0] == kind else (node,))))
+
+
 def parse_tree(text: str) -> Node:
     """The tree of a Logging query; '' is ("true",). Raises FilterError with the position."""
     return _Parser(text or "").parse()
@@ -199,6 +231,11 @@ def _field(text: str) -> tuple[str, ...]:
     if parser.more():
         raise parser.error("a field path expected")
     return path
+
+
+def shown(value: str, width: int = 60) -> str:
+    """A value quoted for a one-line error, cut to `width` characters."""
+    return repr(value if len(value) <= width else value[:width] + "...")
 
 
 # ---------------------------------------------------------------- matching
@@ -231,7 +268,7 @@ def _level(value: Any) -> int | None:
     if isinstance(value, str):
         if value.upper() in SEVERITIES:
             return SEVERITIES[value.upper()]
-        if re.fullmatch(r"\d+", value):
+        if re.fullmatch(r"\d{1,18}", value):
             return int(value)
     return None
 
@@ -248,13 +285,14 @@ def _text(value: Any) -> str:
 
 
 def _leaves(value: Any) -> Iterator[Any]:
-    if isinstance(value, dict):
-        value = list(value.values())
-    if isinstance(value, list):
-        for item in value:
-            yield from _leaves(item)
-    else:
-        yield value
+    """The scalars inside a value, in order (without recursion: payloads may nest deep)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (dict, list)):
+            stack.extend(reversed(list(item.values() if isinstance(item, dict) else item)))
+        else:
+            yield item
 
 
 def _values(entry: Entry, path: tuple[str, ...]) -> list[Any]:
@@ -274,11 +312,8 @@ def _comparison(path: tuple[str, ...], op: str, value: str, quoted: bool, pos: i
     if op == ":" and value == "*" and not quoted:
         return lambda v: True  # presence
     if op in ("=~", "!~"):
-        try:
-            pattern = re.compile(value)
-        except re.error as e:
-            raise FilterError(f"bad regular expression {value!r} ({e})", pos) from None
-        return lambda v: not isinstance(v, (dict, list)) and bool(pattern.search(_text(v))) == (op == "=~")
+        search = _regex(value, pos)
+        return lambda v: not isinstance(v, (dict, list)) and search(_text(v)) == (op == "=~")
     if op == ":":
         needle = value.casefold()
         return lambda v: any(needle in _text(leaf).casefold() for leaf in _leaves(v))
@@ -286,12 +321,12 @@ def _comparison(path: tuple[str, ...], op: str, value: str, quoted: bool, pos: i
     if path in (("timestamp",), ("receiveTimestamp",)):
         moment = nanos(value)
         if moment is None:
-            raise FilterError(f"{value!r} is not an RFC 3339 timestamp", pos)
+            raise FilterError(f"{shown(value)} is not an RFC 3339 timestamp", pos)
         return lambda v: (n := nanos(v)) is not None and compare(n, moment)
     if path == ("severity",):
         level = _level(value)
         if level is None:
-            raise FilterError(f"unknown severity {value!r}", pos)
+            raise FilterError(f"unknown severity {shown(value)}", pos)
         return lambda v: (n := _level(v)) is not None and compare(n, level)
     number, text = _number(value), value.casefold()
 
@@ -304,14 +339,37 @@ def _comparison(path: tuple[str, ...], op: str, value: str, quoted: bool, pos: i
     return test
 
 
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a user's bad pattern is their 400, not the service's log
+
+
+def _regex(pattern: str, pos: int) -> Callable[[str], bool]:
+    """An RE2 search (linear in the text, as Cloud Logging's) for `pattern`."""
+    try:
+        compiled = re2.compile(pattern, _RE2_OPTIONS)
+    except re2.error as e:
+        reason = e.args[0].decode("utf-8", "replace") if e.args and isinstance(e.args[0], bytes) else str(e)
+        raise FilterError(f"bad regular expression {shown(pattern)} ({reason})", pos) from None
+    except UnicodeEncodeError:  # a lone surrogate from a JSON escape
+        raise FilterError(f"bad regular expression {shown(pattern)} (not valid Unicode)", pos) from None
+
+    def search(text: str) -> bool:
+        try:
+            return compiled.search(text) is not None
+        except UnicodeEncodeError:  # a lone surrogate in a payload: RE2 reads UTF-8
+            return compiled.search(text.encode("utf-8", "replace").decode("utf-8")) is not None
+    return search
+
+
 def predicate(node: Node) -> Callable[[Entry], bool]:
     """A tree compiled to a test of one LogEntry dict."""
     kind = node[0]
     if kind == "true":
         return lambda e: True
     if kind in ("and", "or"):
-        a, b = predicate(node[1]), predicate(node[2])
-        return (lambda e: a(e) and b(e)) if kind == "and" else (lambda e: a(e) or b(e))
+        tests = [predicate(child) for child in node[1:]]
+        combine = all if kind == "and" else any
+        return lambda e: combine(test(e) for test in tests)
     if kind == "not":
         inner = predicate(node[1])
         return lambda e: not inner(e)
@@ -333,10 +391,11 @@ def parse_filter(text: str) -> Callable[[Entry], bool]:
 def _implied(node: Node, leaf: Callable[[Node], Any], meet: Callable, join: Callable) -> Any:
     """What every matching entry satisfies, from comparisons combined by AND (meet) and OR (join); None: nothing."""
     if node[0] in ("and", "or"):
-        a, b = (_implied(n, leaf, meet, join) for n in node[1:])
+        parts = [_implied(n, leaf, meet, join) for n in node[1:]]
         if node[0] == "and":
-            return b if a is None else a if b is None else meet(a, b)
-        return None if a is None or b is None else join(a, b)
+            known = [p for p in parts if p is not None]
+            return functools.reduce(meet, known) if known else None
+        return None if any(p is None for p in parts) else functools.reduce(join, parts)
     return leaf(node) if node[0] == "cmp" else None
 
 
