@@ -212,6 +212,8 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--backend", default="process", help="local replicas as: process (default) or docker")
     t.add_argument("--no-wait", action="store_true", help="return once the tuning job is created")
     _target_flags(t, staging=True)
+    scheduling.add_arguments(t.add_argument_group("scheduling and access of every trial (the trial job's fields; "
+                                                  "see the README)"))
     t.set_defaults(func=cmd_tune)
 
     nb = sub.add_parser("notebook", help="run a lesson notebook headless and summarise its jobs",
@@ -273,7 +275,6 @@ def _target(args: argparse.Namespace) -> Target:
 
 def _load(path: str, args: argparse.Namespace | None = None) -> JobSpec:
     """The job in a file, with what the command line sets: `--name`, `--env` and the scheduling flags."""
-    from .environment import env_flags
     from .spec import JobSpec
 
     job = JobSpec.load(path)
@@ -281,6 +282,13 @@ def _load(path: str, args: argparse.Namespace | None = None) -> JobSpec:
         return job
     if getattr(args, "name", None):
         job.display_name = args.name
+    return _with_flags(job, args)
+
+
+def _with_flags(job: JobSpec, args: argparse.Namespace) -> JobSpec:
+    """`job` with the fields the command line sets for every replica: `--env` and the scheduling flags."""
+    from .environment import env_flags
+
     if getattr(args, "env", None):
         job = job.with_env(env_flags(args.env))
     return scheduling.from_args(job, args) if hasattr(args, "strategy") else job
@@ -578,15 +586,18 @@ def cmd_tune(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from . import tuning
-    from .launch import submit_tuning, tuning_request
+    from .launch import preflight, submit_tuning, tuning_request
+    from .spec import JobSpec
 
     resource = tuning.load_request(args.spec)
     source_dir = Path(args.spec).resolve().parent if Path(args.spec).is_file() else None
     if resource is None:
         if not args.params or not args.metric:
             raise WorkbenchError("--params and --metric: both are needed unless SPEC is a HyperparameterTuningJob")
-        resource = tuning_request(_load(args.spec, args), tuning.study_spec(args.params, args.metric),
-                                  max_trials=10)
+        resource = tuning_request(_load(args.spec), tuning.study_spec(args.params, args.metric), max_trials=10)
+    # every trial runs the trial job: --env and the scheduling flags go there, whichever form SPEC has
+    trial_job = _with_flags(JobSpec(resource.display_name, resource.trial_job_spec), args)
+    resource.trial_job_spec = trial_job.spec
     if args.params or args.metric:
         study = resource.study_spec
         if args.params:
@@ -601,9 +612,10 @@ def cmd_tune(args: argparse.Namespace) -> int:
             setattr(resource, name, getattr(args, flag))
     if args.name:
         resource.display_name = args.name
-    handle = submit_tuning(resource, _target(args), source_dir=source_dir)
+    target = _target(args)
+    handle = submit_tuning(resource, target, source_dir=source_dir)
     print(f"submitted {handle.name} ({handle.console_url or 'the local service'})")
-    for note in tuning.notices(resource):
+    for note in [*preflight.notices(trial_job, target), *tuning.notices(resource)]:
         print(f"note: {note}")
     if args.no_wait:
         return 0

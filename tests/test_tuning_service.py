@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -201,6 +202,31 @@ def test_vtrain_tune_with_an_unmodified_hypertune_trainer(service: dict, tmp_pat
     assert wrong.returncode == 2
     assert wrong.stderr.strip() == ("vtrain: error: studySpec.parameters[0].integerValueSpec.minValue: "
                                     "must be below maxValue")
+
+
+def test_vtrain_tune_puts_env_and_scheduling_flags_into_every_trial(service: dict, tmp_path: Path) -> None:
+    """A HyperparameterTuningJob REST body as SPEC: the flags reach its trialJobSpec, the trial sees --env."""
+    trainer = CELL + 'print("FOO is", os.environ.get("FOO"))\n'
+    body = {"displayName": "flags", "maxTrialCount": 1, "parallelTrialCount": 1,
+            "studySpec": {"metrics": [{"metricId": "accuracy", "goal": "MAXIMIZE"}],
+                          "parameters": [{"parameterId": "units", "discreteValueSpec": {"values": [32]}}]},
+            "trialJobSpec": {"workerPoolSpecs": [pool(image="x", command=[sys.executable, "-c", trainer])]}}
+    spec = tmp_path / "tuning.json"
+    spec.write_text(json.dumps(body))
+    done = vtrain("tune", str(spec), "--strategy", "spot", "--timeout", "10m", "--env", "FOO=bar",
+                  "--enable-web-access", timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert ("note: scheduling.strategy: SPOT runs as STANDARD on this machine (it is never preempted); on Vertex AI "
+            "it is SPOT") in done.stdout.splitlines()
+    handle = launch.attach_tuning(done.stdout.split("submitted ", 1)[1].split()[0])
+    trial_job = handle.resource.trial_job_spec
+    assert (trial_job.scheduling.strategy.name, trial_job.scheduling.timeout.total_seconds()) == ("SPOT", 600)
+    assert trial_job.enable_web_access
+    assert [(e.name, e.value) for e in trial_job.worker_pool_specs[0].container_spec.env] == [("FOO", "bar")]
+    logs = list((Path(os.environ["VTRAIN_HOME"]) / "jobs" / handle.id / "trials").glob("*/logs/workerpool0-0.log"))
+    assert len(logs) == 1 and "FOO is bar" in logs[0].read_text()
+    bad = vtrain("tune", str(spec), "--max-wait", "soon")
+    assert bad.returncode == 2 and bad.stderr.startswith("vtrain: error: --max-wait (scheduling.maxWaitDuration)")
 
 
 CELL = """\
