@@ -14,7 +14,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any, NoReturn, Sequence
 
-from . import build_cli, scheduling, states
+from . import build_cli, limits, scheduling, states
 from .errors import WorkbenchError
 from .names import ADDRESS_STYLES, FORMATS
 
@@ -139,6 +139,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--backend", default="process", help="where replicas run: process (default) or docker "
                    "(containers on a per-job network; engine from DOCKER_HOST)")
     r.add_argument("--quiet", action="store_true", help="do not echo replica output (it is still in the logs)")
+    r.add_argument("--max-replicas", type=limits.positive, metavar="N", help="refuse a job of more replicas "
+                   f"(default: {limits.machine_replicas()} on this machine, the local service's default)")
     scheduling.add_arguments(r.add_argument_group("scheduling and access (the job's fields; see the README)"))
     r.set_defaults(func=cmd_run)
     build_cli.add_parser(sub)
@@ -403,6 +405,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .runner import Supervisor
 
     job = validate.check(_load(args.spec, args))
+    # every replica is a process or a container here: a typo (5000 for 5) must not start them all
+    limits.check_job(job.spec.worker_pool_specs, limits.Limits(max_replicas=args.max_replicas or 0), runner="run")
     lock = threading.Lock()
 
     def echo(task: str, _stream: str, _stamp: str, lines: list[str]) -> None:

@@ -16,7 +16,8 @@ INVALID_ARGUMENT; a job that fits but not beside the running ones stays QUEUED, 
 order, until enough replicas and a job slot are free. A tuning job runs as many trials at once as
 fit in one job's replicas (`parallelTrialCount` at most: Vertex AI too treats it as a maximum). A running service keeps the limits it was
 started with (`vtrain service status --json` shows them): to change them, `vtrain service stop`, then
-`vtrain service start` with the flags.
+`vtrain service start` with the flags. `vtrain run` runs one job without the service: it refuses a
+job over the per-job default the same way, and its `--max-replicas N` raises that.
 """
 
 from __future__ import annotations
@@ -95,19 +96,20 @@ def add_arguments(parser: Any, when: str = "") -> None:
     """The limits' flags, on the service's and on `vtrain service`'s parser."""
     default = Limits()
     why = f"{REPLICAS_PER_CORE} per CPU core, at most one per {MEMORY_PER_REPLICA >> 20} MiB of memory"
-    parser.add_argument("--max-replicas", type=_positive, metavar="N", help=f"{when}replicas running at once, all "
+    parser.add_argument("--max-replicas", type=positive, metavar="N", help=f"{when}replicas running at once, all "
                         f"jobs together; more wait QUEUED (default: {default.max_replicas} on this machine: {why})")
-    parser.add_argument("--max-replicas-per-job", type=_positive, metavar="N", help=f"{when}replicas of one job "
+    parser.add_argument("--max-replicas-per-job", type=positive, metavar="N", help=f"{when}replicas of one job "
                         "(a tuning job: a trial's replicas times parallelTrialCount); a larger job is refused "
                         "(default: --max-replicas)")
-    parser.add_argument("--max-running-jobs", type=_positive, metavar="N", help=f"{when}jobs running at once; more "
+    parser.add_argument("--max-running-jobs", type=positive, metavar="N", help=f"{when}jobs running at once; more "
                         f"wait QUEUED (default: {default.max_running_jobs} on this machine: {JOBS_PER_CORE} per CPU "
                         "core)")
-    parser.add_argument("--max-trials", type=_positive, metavar="N", help=f"{when}maxTrialCount of a tuning job "
+    parser.add_argument("--max-trials", type=positive, metavar="N", help=f"{when}maxTrialCount of a tuning job "
                         f"(default: {DEFAULT_TRIALS})")
 
 
-def _positive(text: str) -> int:
+def positive(text: str) -> int:
+    """argparse type of the limits' flags: a whole number, at least 1."""
     import argparse
 
     try:
@@ -126,14 +128,16 @@ def job_replicas(pools: Iterable[Any]) -> int:
     return sum(max(0, pool.replica_count) for pool in pools)
 
 
-def check_job(pools: Iterable[Any], limits: Limits, where: str = "workerPoolSpecs") -> None:
-    """Refuse a job with more replicas than one job may have here, naming the pool that crosses the limit."""
+def check_job(pools: Iterable[Any], limits: Limits, where: str = "workerPoolSpecs", runner: str = "service") -> None:
+    """Refuse a job with more replicas than one job may have here, naming the pool that crosses the limit.
+    `runner` says who runs it: the local `service` or `vtrain run` (whose own flag raises the limit)."""
     limit, total = limits.replicas_per_job, 0
     for pos, pool in enumerate(pools):
         total += max(0, pool.replica_count)
         if total > limit:
             raise SpecError(f"{where}[{pos}].replicaCount", f"{pool.replica_count} makes {total} replicas, more "
-                                                            f"than the local limit of {limit} per job; {_why(limits)}")
+                                                            f"than the local limit of {limit} per job; "
+                                                            f"{_why(limits, runner)}")
 
 
 def check_tuning(resource: Any, limits: Limits) -> None:
@@ -157,14 +161,17 @@ def tuning_replicas(resource: Any, limits: Limits) -> int:
     return job_replicas(resource.trial_job_spec.worker_pool_specs) * trials_at_once(resource, limits)
 
 
-def _why(limits: Limits) -> str:
+def _why(limits: Limits, runner: str = "service") -> str:
     """Why the replica limit is what it is, and how to raise it."""
     flag = "--max-replicas-per-job" if limits.max_replicas_per_job < limits.max_replicas else "--max-replicas"
+    how = HOW.format(flag=flag) if runner == "service" else "run it with `vtrain run --max-replicas N`"
     if limits.replicas_per_job != Limits().replicas_per_job:
+        if runner != "service":
+            return "to allow more, give a larger --max-replicas"
         reason = "the local service was started with that limit"
     elif REPLICAS_PER_CORE * cores() <= memory() // MEMORY_PER_REPLICA:
         reason = f"each replica is a process here: {REPLICAS_PER_CORE} per CPU core, and this machine has {cores()}"
     else:
         reason = (f"each replica is a process here: one per {MEMORY_PER_REPLICA >> 20} MiB of memory, and this "
                   f"machine has {memory() >> 20} MiB")
-    return f"{reason}; to allow more, {HOW.format(flag=flag)}"
+    return f"{reason}; to allow more, {how}"

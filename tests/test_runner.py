@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from conftest import job_status, log_lines, pool, processes_of_job, vtrain, wait_for, write_spec
+from jupyter_ext import limits
 from jupyter_ext.runner import Supervisor
 from jupyter_ext.spec import JobSpec
 
@@ -214,6 +215,25 @@ def test_scheduling_flags_of_vtrain_run_go_into_the_job_and_spot_runs_as_standar
     bad = vtrain("run", str(spec), "--max-wait", "soon")
     assert bad.returncode == 2 and bad.stderr.strip() == (
         "vtrain: error: --max-wait (scheduling.maxWaitDuration): not a duration: 'soon' (e.g. 30m, 2h, 1h30m, 3600s)")
+
+
+def test_vtrain_run_refuses_more_replicas_than_this_machine_takes(tmp_path: Path) -> None:
+    limit = limits.Limits().replicas_per_job
+    typo = write_spec(tmp_path / "typo.yaml", [pool(code="pass"), pool("5000", code="import time; time.sleep(60)")])
+    done = vtrain("run", str(typo), "--job-dir", str(tmp_path / "typo"))
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    assert done.stderr.startswith(f"vtrain: error: workerPoolSpecs[1].replicaCount: 5000 makes 5001 replicas, more "
+                                  f"than the local limit of {limit} per job; each replica is a process here")
+    assert done.stderr.rstrip().endswith("to allow more, run it with `vtrain run --max-replicas N`")
+    assert not (tmp_path / "typo").exists()  # nothing started, nothing written
+
+    two = write_spec(tmp_path / "two.yaml", [pool(code="print('ran')"), pool(code="print('ran')")])
+    refused = vtrain("run", str(two), "--max-replicas", "1")
+    assert refused.returncode == 2 and refused.stderr.strip() == (
+        "vtrain: error: workerPoolSpecs[1].replicaCount: 1 makes 2 replicas, more than the local limit of 1 per job; "
+        "to allow more, give a larger --max-replicas")
+    ran = vtrain("run", str(two), "--max-replicas", "2", "--job-dir", str(tmp_path / "two"))
+    assert ran.returncode == 0 and ran.stdout.count("] ran") == 2, ran.stdout + ran.stderr
 
 
 BIND_AND_WAIT = """
