@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import re
 import signal
 import sys
 import threading
@@ -54,8 +56,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from google.api_core.exceptions import GoogleAPICallError
         from google.auth.exceptions import GoogleAuthError
 
-        if isinstance(exc, GoogleAPICallError):
-            return _fail(f"{exc.code.value if exc.code else ''} {exc.message}".strip())
+        if isinstance(exc, GoogleAPICallError):  # over REST the message starts with the request: not the user's
+            message = re.sub(r"^(GET|POST|PUT|PATCH|DELETE) \S+: ", "", exc.message)
+            return _fail(f"{exc.code.value if exc.code else ''} {message}".strip())
         if isinstance(exc, GoogleAuthError):
             return _fail(f"Google Cloud credentials: {exc}")
         raise
@@ -94,8 +97,8 @@ def _parser() -> argparse.ArgumentParser:
                                     "data (Compute Engine list prices of a dated copy, not Vertex AI's own: see the "
                                     "README). What has no price is listed, never guessed.")
     co.add_argument("spec", metavar="SPEC", help=spec_help)
-    co.add_argument("--region", metavar="REGION", help="the Vertex AI region (default: $CLOUD_ML_REGION, else "
-                    "us-central1)")
+    co.add_argument("--region", metavar="REGION", help="the Vertex AI region (default: see the README's "
+                    "'Where jobs run')")
     co.add_argument("--spot", action="store_true", help="Spot prices (the default for a job whose "
                     "scheduling.strategy is SPOT)")
     co.set_defaults(func=cmd_cost)
@@ -124,7 +127,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--to", choices=(*FORMATS, GCLOUD_COMMAND), default="rest", help="output format (default: rest)")
     c.add_argument("--yaml", action="store_true", help="YAML instead of JSON")
     c.add_argument("--region", metavar="REGION", help=f"with --to {GCLOUD_COMMAND}: the Vertex AI region "
-                   "(default: $CLOUD_ML_REGION, else us-central1)")
+                   "(default: see the README's 'Where jobs run')")
     c.set_defaults(func=cmd_convert)
 
     r = sub.add_parser("run", help="run the whole job on this machine",
@@ -147,7 +150,8 @@ def _parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("submit", help="launch a CustomJob (local service by default, or Vertex AI)",
                        description="Create the CustomJob through the Vertex AI client: on the local service (started "
-                                   "on demand) by default, on Vertex AI with --project, --region and --staging-bucket.")
+                                   "on demand) by default, on Vertex AI with --vertex or --project (see the "
+                                   "README's 'Where jobs run').")
     s.add_argument("spec", metavar="SPEC", help=spec_help)
     s.add_argument("--name", metavar="NAME", help="display name (default: from the job)")
     s.add_argument("--env", action="append", metavar="NAME[=VALUE]", help="an environment variable for every "
@@ -252,25 +256,24 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _target_flags(p: argparse.ArgumentParser, staging: bool = False) -> None:
-    p.add_argument("--vertex", action="store_true", help="use Vertex AI (default: the local service); implied by "
-                   "--project and --endpoint; see the README's 'Where jobs run' for the defaults")
-    p.add_argument("--project", metavar="PROJECT", help="use Vertex AI in this Google Cloud project "
-                   "(default with --vertex: $GOOGLE_CLOUD_PROJECT)")
-    p.add_argument("--region", metavar="REGION", help="Vertex AI region (default: $CLOUD_ML_REGION, else us-central1)")
+    p.add_argument("--vertex", action="store_true", help="use Vertex AI (default: the local service, unless a "
+                   "flag only Vertex AI uses is given; see the README's 'Where jobs run')")
+    p.add_argument("--project", metavar="PROJECT", help="use Vertex AI in this Google Cloud project (default: "
+                   "see the README's 'Where jobs run')")
+    p.add_argument("--region", metavar="REGION", help="Vertex AI region (default: see the README's 'Where jobs run')")
     p.add_argument("--endpoint", metavar="URL", help="a Vertex AI API endpoint other than Google's (for Cloud "
-                   "Logging too)")
+                   "Logging too unless it is a Google host; default: see the README's 'Where jobs run')")
     p.add_argument("--access-token-file", metavar="FILE", help="an OAuth access token to call Vertex AI with "
-                   "(default: $CLOUDSDK_AUTH_ACCESS_TOKEN_FILE, else application-default credentials)")
+                   "(default: see the README's 'Where jobs run')")
     if staging:
         p.add_argument("--staging-bucket", metavar="GS_URI", help="gs:// bucket for outputs (base output "
-                       "directory) on Vertex AI")
+                       "directory) on Vertex AI (default: see the README's 'Where jobs run')")
 
 
 def _target(args: argparse.Namespace) -> Target:
     from .launch import Target
 
-    vertex = bool(args.vertex or args.project or args.region or args.endpoint)
-    return Target.resolve(vertex=vertex, project=args.project, region=args.region,
+    return Target.resolve(vertex=args.vertex, project=args.project, region=args.region,
                           staging_bucket=getattr(args, "staging_bucket", None), endpoint=args.endpoint,
                           backend=getattr(args, "backend", None), access_token_file=args.access_token_file)
 
@@ -297,10 +300,9 @@ def _with_flags(job: JobSpec, args: argparse.Namespace) -> JobSpec:
 
 
 def _print_table(rows: Sequence[Sequence[str]]) -> None:
-    """Columns padded to their widest cell; the last column is not padded."""
-    widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]) - 1)]
-    for row in rows:
-        print("  ".join([cell.ljust(w) for cell, w in zip(row, widths)] + [row[-1]]).rstrip())
+    from .tables import text_table
+
+    print("\n".join(text_table(rows)))
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -422,6 +424,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             except OSError:  # the terminal is gone (SIGHUP): the job's folder still has it all
                 pass
 
+    if args.job_dir:
+        _usable_folder(args.job_dir, "--job-dir")
     sup = Supervisor(job, backend=args.backend, job_dir=args.job_dir, on_lines=None if args.quiet else echo,
                      on_note=say, on_state=lambda state: states.is_final(state) or say(f"job {sup.job_id} {state}"))
     say(f"job {sup.job_id} ({job.display_name}): {job.replica_count} replica(s), logs in {sup.job_dir / 'logs'}")
@@ -485,11 +489,27 @@ def cmd_jobs(args: argparse.Namespace) -> int:
 def cmd_logs(args: argparse.Namespace) -> int:
     from .launch import attach
 
+    handle = attach(args.job, _target(args))
+    handle.refresh()  # a job that does not exist is an error, not an empty log
     try:
-        _print_logs(attach(args.job, _target(args)), args.replica, follow=args.follow)
+        _print_logs(handle, args.replica, follow=args.follow)
     except KeyboardInterrupt:
         return 130
     return 0
+
+
+def _usable_folder(path: str, flag: str) -> None:
+    """A folder the job writes to: made if missing; a user mistake (a file, no permission) is one line."""
+    from pathlib import Path
+
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise WorkbenchError(f"{flag}: {path} is a file, not a folder") from None
+    except OSError as exc:
+        raise WorkbenchError(f"{flag}: cannot make the folder {path} ({exc.strerror})") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise WorkbenchError(f"{flag}: cannot write in {path}")
 
 
 def _print_logs(handle: Any, replica: str | None, follow: bool) -> None:
@@ -506,9 +526,10 @@ def cmd_shell(args: argparse.Namespace) -> int:
     if handle.target.local:
         return replica_shell.run(handle.refresh(), args.replica, args.command)
     uris = replica_shell.access(handle.refresh(), local=False)
-    if args.replica not in uris:
+    if args.replica not in uris:  # a dashboard's key is `TASK:PORT`, so only a shell matches a task name
         raise WorkbenchError(f"--replica: Vertex AI gives no shell for {args.replica} of {handle.name} "
-                             "(the job needs --enable-web-access and must be running)")
+                             "(the job needs --enable-web-access, not only --enable-dashboard-access, "
+                             "and must be running)")
     print(f"open in a browser: {uris[args.replica]}")
     return 0
 
@@ -525,11 +546,12 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 def cmd_notebook(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from .notebooks import run_notebook
+    from .notebooks import read_notebook, run_notebook
 
     path = Path(args.path)
     if not path.is_file():
         raise WorkbenchError(f"NOTEBOOK: no such file {path}")
+    read_notebook(path)  # before saying it runs
     print(f"running {path} ...", flush=True)
     run = run_notebook(path, Path(args.output) if args.output else None)
     for job in run.jobs:
@@ -646,16 +668,16 @@ def _follow_trials(handle: Any, poll: float = 1.0) -> str:
     shown: dict[str, str] = {}
     while True:
         resource = handle.refresh()
-        metric = resource.study_spec.metrics[0].metric_id if resource.study_spec.metrics else ""
+        metric = tuning.metric_name(resource)
         for trial in resource.trials:
-            state = trial.state.name
+            state = tuning.trial_state_label(trial, resource)
             if shown.get(trial.id) == state:
                 continue
             shown[trial.id] = state
             params = " ".join(tuning.trial_args(tuning.parameters_of(trial)))
             value = tuning.metric_value(trial, metric)
             detail = f" {metric}={value:.6g}" if value is not None else ""
-            if state == "INFEASIBLE":
+            if trial.infeasible_reason:  # FAILED, or STOPPED by a cancel or the job's failure
                 detail = f": {_one_line(trial.infeasible_reason)}"
             print(f"trial {trial.id} {state}{detail}  [{params}]", flush=True)
         if states.is_final(resource.state):
@@ -665,23 +687,23 @@ def _follow_trials(handle: Any, poll: float = 1.0) -> str:
 
 def _one_line(reason: str) -> str:
     """A runner error's first line, with its last output line instead of the `last lines:` block."""
-    lines = [line.strip() for line in reason.splitlines() if line.strip()]
-    if not lines:
-        return ""
-    first = lines[0].removesuffix("; last lines:")
-    return f"{first}: {lines[-1]}" if len(lines) > 1 else first
+    from . import failure
+
+    first, tail = failure.split(reason.strip())
+    last = next((line.strip() for line in reversed(tail) if line.strip()), "")
+    return f"{first}: {last}" if last else first
 
 
 def _print_trials(resource: Any) -> None:
     from . import tuning
 
-    metric = resource.study_spec.metrics[0].metric_id if resource.study_spec.metrics else "metric"
+    metric = tuning.metric_name(resource)
     names = [p.parameter_id for p in resource.study_spec.parameters]
     rows = [("TRIAL", "STATE", metric.upper(), *(n.upper() for n in names))]
     for trial in resource.trials:
         params = tuning.parameters_of(trial)
         value = tuning.metric_value(trial, metric)
-        rows.append((trial.id, trial.state.name, "-" if value is None else f"{value:.6g}",
+        rows.append((trial.id, tuning.trial_state_label(trial, resource), "-" if value is None else f"{value:.6g}",
                      *(tuning.format_value(params[n]) if n in params else "-" for n in names)))
     _print_table(rows)
 

@@ -19,6 +19,8 @@ from functools import cache
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
+from .tables import text_table
+
 if TYPE_CHECKING:
     from .spec import JobSpec
 
@@ -103,9 +105,7 @@ class Estimate:
             rows.append((str(p.position), str(p.replicas), p.machine_type,
                          f"{p.accelerator_count} x {p.accelerator}" if p.accelerator else "-",
                          "-" if each is None else money(each), "-" if total is None else money(total)))
-        widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
-        lines = [f"Cost of {self.job_name} in {self.region}, USD per hour, {kind} prices"]
-        lines += ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
+        lines = [f"Cost of {self.job_name} in {self.region}, USD per hour, {kind} prices", *text_table(rows)]
         other = "on demand" if spot else "Spot"
         if not any(p.on_demand is not None for p in self.pools):
             lines.append(f"Total: not priced (no prices for this job's machines in {self.region})")

@@ -139,14 +139,12 @@ _SDK_ARGS = {"base_output_dir": ("init", "base_output_dir"), "labels": ("init", 
              "enable_web_access": ("run", "enable_web_access"), "tensorboard": ("run", "tensorboard")}
 # CustomJobSpec fields neither CustomJob() nor run() takes: the snippet sets them on `job.job_spec`
 _JOB_SPEC_FIELDS = ("enable_dashboard_access", "reserved_ip_ranges")
-# scheduling fields -> run() keyword; durations are whole seconds there
-_SCHEDULING_ARGS = {"timeout": "timeout", "max_wait_duration": "max_wait_duration",
-                    "restart_job_on_worker_restart": "restart_job_on_worker_restart",
-                    "disable_retries": "disable_retries", "strategy": "scheduling_strategy"}
 
 
 def sdk_code(job: JobSpec, region: str) -> str:
     """Python that creates and runs the same job with google-cloud-aiplatform."""
+    from .spec import SDK_SCHEDULING  # the SDK form's run() keywords that are scheduling fields
+
     body = job.to_dict("sdk")
     pools = body.pop("worker_pool_specs")
     name = body.pop("display_name")
@@ -159,17 +157,12 @@ def sdk_code(job: JobSpec, region: str) -> str:
                 init[arg] = value
             else:
                 run[arg] = repr(value)
-    scheduling = body.pop("scheduling", {})
-    for key, arg in _SCHEDULING_ARGS.items():
-        if key not in scheduling:
-            continue
-        value = scheduling.pop(key)
-        if key == "strategy":
-            run[arg] = f"Scheduling.Strategy.{value}"
-        elif key in ("timeout", "max_wait_duration"):
-            run[arg] = repr(int(float(value.rstrip("s"))))
-        else:
-            run[arg] = repr(value)
+    for key in SDK_SCHEDULING:
+        if key in body:
+            value = body.pop(key)
+            run[key] = repr(value) if key != "scheduling_strategy" else \
+                f"Scheduling.Strategy.{value}" if isinstance(value, str) else f"Scheduling.Strategy({value})"
+    scheduling = body.pop("scheduling", {})  # what run() cannot say, e.g. a timeout of 1.5 s
     spec_fields = {key: body.pop(key) for key in _JOB_SPEC_FIELDS if key in body}
     lost = list(body) + [f"scheduling.{k}" for k in scheduling]
     lines = ["from google.cloud import aiplatform"]

@@ -9,7 +9,8 @@ What may go, under the data folder (`paths.data_dir()`):
 A job is over when the local service's store calls it final (SUCCEEDED, FAILED, CANCELLED);
 for a job the store does not know (`vtrain run`, a notebook's run), when its `status.json`
 says a final state, or names a runner process that is gone (a killed `vtrain run`). A
-running, queued or unknown job, and everything under its base output directory, stays.
+running, queued or unknown job, and everything under its base output directory, stays. A job
+removed that the store knows is deleted from it too, as the service's DELETE does.
 
 Which of those go:
 - `older_than` (seconds): what was last modified longer ago;
@@ -29,15 +30,20 @@ import json
 import os
 import re
 import shutil
+import sqlite3
 import stat
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from . import paths, states
 from .errors import WorkbenchError
+
+if TYPE_CHECKING:
+    from .service.store import JobStore
 
 DAY = 24 * 3600.0
 ENV_OLDER_THAN, ENV_KEEP, ENV_MAX_SIZE = "VTRAIN_GC_OLDER_THAN", "VTRAIN_GC_KEEP", "VTRAIN_GC_MAX_SIZE"
@@ -161,6 +167,7 @@ def prune(policy: Policy, dry_run: bool = False, now: float | None = None) -> Re
                 continue
         report.items.append(item)
     if not dry_run:
+        report.errors += _forget([item.path.name for item in report.items if item.kind == "job"])
         _remove_empty_folders(paths.data_dir() / "gcs")
     return report
 
@@ -217,15 +224,41 @@ def _store_states(database: Path) -> Callable[[str], bool | None]:
     """Whether the local service's store calls a job (or tuning job) final; None: not its job."""
     if not database.is_file():
         return lambda _job_id: None
-    from .api import CUSTOM_JOBS, TUNING_JOBS
-    from .service.store import JobStore
-
-    stores = [JobStore(database, collection) for collection in (CUSTOM_JOBS, TUNING_JOBS)]
+    stores = _stores(database)
     unfinished = {stored.id for store in stores for stored in store.unfinished()}
     known = {stored_id for store in stores for stored_id in store.projects()}
     for store in stores:
         store.close()
     return lambda job_id: (job_id not in unfinished) if job_id in known else None
+
+
+def _forget(job_ids: list[str]) -> list[str]:
+    """Delete removed jobs from the local service's store, with the store's own delete, as the
+    service's DELETE does: `vtrain jobs` must not list a job whose logs are gone. SQLite lets a
+    running service share the file, and it keeps no final job in memory. Returns errors."""
+    database = paths.job_store_file()
+    if not job_ids or not database.is_file():
+        return []
+    stores: list[JobStore] = []
+    try:
+        stores = _stores(database)
+        for store in stores:
+            for job_id in job_ids:
+                store.delete(job_id)
+    except sqlite3.Error as exc:
+        return [f"cannot delete the removed jobs from the job store {database}: {exc}"]
+    finally:
+        for store in stores:
+            store.close()
+    return []
+
+
+def _stores(database: Path) -> list[JobStore]:
+    """The store's tables: custom jobs and tuning jobs."""
+    from .api import CUSTOM_JOBS, TUNING_JOBS
+    from .service.store import JobStore
+
+    return [JobStore(database, collection) for collection in (CUSTOM_JOBS, TUNING_JOBS)]
 
 
 def _over_by_status(folder: Path) -> bool:

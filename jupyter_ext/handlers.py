@@ -8,7 +8,8 @@
                                     and PyTorch variables
     GET  jobs/<id>/logs?cursor=&replica=&limit=
                                     one page of log entries; `next_cursor` follows, `done` says the
-                                    job is final and every entry was read
+                                    job is final and every entry was read, `next_poll_ms` when to
+                                    ask again (the reader's pace, e.g. 5 s on Cloud Logging)
     POST jobs/<id>/cancel           cancel a running job
 
 A Vertex AI job is addressed with `?source=vertex`. Every verb is authenticated
@@ -97,9 +98,10 @@ class VertexTrain(Configurable):
 
     project = Unicode(help="Google Cloud project whose Vertex AI jobs the panel also lists (default: as "
                            "everywhere, see the README's 'Where jobs run'; none: local jobs only)").tag(config=True)
-    region = Unicode(help="Vertex AI region of those jobs (default: $CLOUD_ML_REGION, else us-central1)"
-                     ).tag(config=True)
-    endpoint = Unicode(help="a Vertex AI API endpoint other than Google's").tag(config=True)
+    region = Unicode(help="Vertex AI region of those jobs (default: as everywhere, see the README's "
+                          "'Where jobs run')").tag(config=True)
+    endpoint = Unicode(help="a Vertex AI API endpoint other than Google's (default: as everywhere, "
+                            "see the README's 'Where jobs run')").tag(config=True)
     vertex_timeout = Float(20.0, help="seconds a job list waits for Vertex AI before it reports Vertex AI as slow "
                                       "(the listing goes on and is shown when it ends)").tag(config=True)
     vertex_cache = Float(10.0, help="seconds a Vertex AI job list is reused (the panel refreshes every 2 s)"
@@ -127,8 +129,8 @@ class VertexTrain(Configurable):
             return launch.Target()
         target = self.vertex_target()
         if target is None:
-            raise WorkbenchError("source=vertex: no Vertex AI project is configured (set c.VertexTrain.project "
-                                 "or GOOGLE_CLOUD_PROJECT)")
+            raise WorkbenchError("source=vertex: no Vertex AI project is configured (c.VertexTrain.project; "
+                                 "see the README's 'Where jobs run')")
         return target
 
 
@@ -355,16 +357,18 @@ def _recorded_ports(job_id: str, count: int) -> list[int] | None:
 def read_log_page(handle: launch.Handle, replica: str | None, cursor: launch.LogCursor,
                   limit: int = PAGE_SIZE) -> dict[str, Any]:
     """Up to `limit` of a job's log entries after `cursor`, read as every follower reads them
-    (`launch.LogReader`). `done`: the job is final and its log was read to the end."""
+    (`launch.LogReader`, with its overlap and pace). `done`: the job is final and its log was read
+    to the end; `next_poll_ms`: when to read again (at once after a full page)."""
     resource = handle.refresh()  # first: once final, what follows the read is all there is
     reader = launch.LogReader(handle.session, launch.log_filter(handle.id, replica), cursor=cursor)
     records = reader.poll(limit=limit, wait=False)  # held back by the read quota: nothing now, try again later
     entries = [{"timestamp": launch.logs.stamp_text(r.timestamp), "time": r.timestamp.strftime("%H:%M:%S.%f")[:-3],
                 "replica": r.task_name, "severity": r.severity, "text": r.text, "insert_id": r.insert_id}
                for r in records]
-    done = (states.is_final(resource.state) and len(records) < limit and not reader.held
-            and reader.settled(resource.end_time))
-    return {"entries": entries, "next_cursor": reader.cursor.encode(), "done": done, "state": resource.state.name}
+    more = len(records) == limit
+    done = states.is_final(resource.state) and not more and not reader.held and reader.settled(resource.end_time)
+    return {"entries": entries, "next_cursor": reader.cursor.encode(), "done": done, "state": resource.state.name,
+            "next_poll_ms": 0 if more else round(reader.next_poll() * 1000)}
 
 
 def _http_error(exc: Exception) -> tornado.web.HTTPError:

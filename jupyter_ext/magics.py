@@ -38,9 +38,11 @@ class _Shown:
 
 
 _TARGET_ARGUMENTS = [
-    argument("--vertex", action="store_true", help="run on Vertex AI (default: locally)"),
-    argument("--project", help="Google Cloud project (default: aiplatform.init's, or $GOOGLE_CLOUD_PROJECT)"),
-    argument("--region", help="Vertex AI region (default: aiplatform.init's, or $CLOUD_ML_REGION, or us-central1)"),
+    argument("--vertex", action="store_true", help="run on Vertex AI (default: locally, unless a flag only "
+             "Vertex AI uses is given; see the README's 'Where jobs run')"),
+    argument("--project", help="use Vertex AI in this Google Cloud project (default: see the README's "
+             "'Where jobs run')"),
+    argument("--region", help="Vertex AI region (default: see the README's 'Where jobs run')"),
 ]
 
 
@@ -213,14 +215,12 @@ class VertexTrainMagics(Magics):
         return cells.layout_job(layout, args.name)
 
     def _target(self, args: Any) -> launch.Target:
-        """Where a magic's jobs are: this machine, or with --vertex Vertex AI (README: "Where jobs run")."""
+        """Where a magic's jobs are, decided as everywhere else (`Target.resolve`)."""
         from . import launch
 
-        if (args.project or getattr(args, "staging_bucket", None)) and not args.vertex:
-            raise WorkbenchError("--project/--staging-bucket: add --vertex to run on Vertex AI")
-        return launch.Target.resolve(vertex=args.vertex, project=args.project, region=args.region,
-                                     staging_bucket=getattr(args, "staging_bucket", None),
-                                     backend=None if args.vertex else getattr(args, "backend", None))
+        return launch.Target.resolve(vertex=args.vertex, local=getattr(args, "local", False), project=args.project,
+                                     region=args.region, staging_bucket=getattr(args, "staging_bucket", None),
+                                     backend=getattr(args, "backend", None))
 
     def _build(self, args: Any, context: Any, folder: Any, target: launch.Target, job: JobSpec) -> str:
         from widgets.build import BuildProgress

@@ -12,6 +12,7 @@ from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
 from . import launch, paths, states
+from .errors import WorkbenchError
 from .service import daemon
 
 
@@ -34,9 +35,10 @@ class NotebookRun:
 def run_notebook(path: Path, output: Path | None = None, timeout: int = 600) -> NotebookRun:
     """Execute every cell; the executed copy goes to `output` (default: the data folder's
     `notebooks/`). A service the run started is stopped afterwards, so nothing is left running."""
-    book = nbformat.read(path, as_version=4)
+    book = read_notebook(path)
     output = output or paths.data_dir() / "notebooks" / path.name
-    output.parent.mkdir(parents=True, exist_ok=True)
+    if not paths.in_data_dir(output):  # in the data folder `write_private` makes the folders
+        output.parent.mkdir(parents=True, exist_ok=True)
     service_was_running = daemon.status() is not None
     started = datetime.now(timezone.utc)
     # as "Run All": the first failing cell (a failed job fails its cell) stops the run
@@ -48,7 +50,10 @@ def run_notebook(path: Path, output: Path | None = None, timeout: int = 600) -> 
     except CellExecutionError as exc:  # a UsageError leaves no error output: say it from the reply
         stopped.append(f"{exc.ename}: {exc.evalue}")
     finally:
-        nbformat.write(book, output)
+        if paths.in_data_dir(output):
+            paths.write_private(output, nbformat.writes(book))  # its outputs may show the job's env values
+        else:
+            nbformat.write(book, output)
     run = NotebookRun(output, errors=_errors(book) or stopped)
     try:
         run.jobs = [_summary(job) for job in reversed(launch.list_jobs()) if job.create_time >= started]
@@ -56,6 +61,17 @@ def run_notebook(path: Path, output: Path | None = None, timeout: int = 600) -> 
         if not service_was_running:
             daemon.stop()
     return run
+
+
+def read_notebook(path: Path) -> nbformat.NotebookNode:
+    """The notebook at `path`; anything else (a binary, a YAML file, JSON of another shape) is one line."""
+    try:
+        book = nbformat.read(path, as_version=4)
+        nbformat.validate(book)
+    except (ValueError, KeyError, TypeError, AttributeError, nbformat.ValidationError) as exc:
+        why = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+        raise WorkbenchError(f"NOTEBOOK: {path} is not a Jupyter notebook ({why})") from None
+    return book
 
 
 def _errors(book: nbformat.NotebookNode) -> list[str]:

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Union
 
-from . import sensitive
+from . import paths, sensitive
 from .errors import PackagingError
 
 if TYPE_CHECKING:
@@ -270,12 +270,9 @@ def write_context(context: BuildContext, directory: str | os.PathLike[str]) -> P
             if not (previous.is_file() and previous.read_text(errors="replace").startswith(MARKER)):
                 raise PackagingError(f"{out}: not empty and not a context vtrain wrote; choose another folder")
             shutil.rmtree(out)
-    out.mkdir(parents=True, exist_ok=True)
+    paths.make_dir(out)
     for rel, data in context.files.items():
-        target = out / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(data)
-        os.chmod(target, 0o644)
+        _write(out / rel, data)
     return out
 
 
@@ -323,13 +320,22 @@ def sdist(context: BuildContext, *, name: str = PACKAGE, version: str = "0.1") -
 
 def write_sdist(context: BuildContext, directory: str | os.PathLike[str], **kwargs: str) -> Path:
     filename, data = sdist(context, **kwargs)
-    out = Path(directory)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / filename).write_bytes(data)
-    return out / filename
+    _write(Path(directory) / filename, data)
+    return Path(directory) / filename
 
 
 # ---- helpers ---------------------------------------------------------------
+
+def _write(path: Path, data: bytes) -> None:
+    """In the data folder, the owner's only (see `paths`); in a folder the user chose, 0644: what a
+    `docker build` of that folder puts in the image, whatever the umask."""
+    if paths.in_data_dir(path):
+        paths.write_private(path, data)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    os.chmod(path, 0o644)
+
 
 def _package_folder(folder: Path, files: dict[str, bytes], skipped: list[str]) -> Path | None:
     """Copy the trainer package of `folder` into `files`; returns its requirements.txt if any."""

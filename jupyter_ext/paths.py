@@ -3,7 +3,8 @@
 The data folder holds jobs' logs, their job.json (with the `env` values), the job store, the
 service's token: only its owner may read them. Folders the workbench makes there are 0700
 (`private_dir`) and its files 0600 (`private_opener` for `open()`, `private_file` for a file
-another library creates, such as SQLite's, `write_private` for a whole file at once).
+another library creates, such as SQLite's, `write_private` for a whole file at once). Code that writes
+either there or to a folder the user chose asks `in_data_dir`.
 """
 
 from __future__ import annotations
@@ -35,6 +36,12 @@ def jobs_dir() -> Path:
     return data_dir() / "jobs"
 
 
+def in_data_dir(path: Path) -> bool:
+    """Whether `path` is in the data folder, so that only its owner may read it."""
+    root, path = data_dir().resolve(), Path(path).resolve()
+    return path == root or root in path.parents
+
+
 def private_dir(path: Path | None = None) -> Path:
     """`path` (default: the data folder) made if missing, with every folder it needed, 0700. The
     data folder itself is made 0700 too when `path` is in it (an older version made it 0755)."""
@@ -50,6 +57,15 @@ def private_dir(path: Path | None = None) -> Path:
     return path
 
 
+def make_dir(path: Path) -> Path:
+    """A folder the workbench makes for a job or a build: private (`private_dir`) in the data folder,
+    with the umask's modes in a folder the user chose."""
+    if in_data_dir(path):
+        return private_dir(path)
+    Path(path).mkdir(parents=True, exist_ok=True)
+    return Path(path)
+
+
 def private_opener(path: str | os.PathLike[str], flags: int) -> int:
     """An `opener` for `open()`: a file it creates is 0600, one that exists is made 0600."""
     fd = os.open(path, flags, FILE_MODE)
@@ -59,9 +75,14 @@ def private_opener(path: str | os.PathLike[str], flags: int) -> int:
 
 def private_file(path: Path) -> Path:
     """`path` created empty if missing, 0600, in a private folder: for a file another library then
-    opens (SQLite gives its journal and WAL files the database's mode)."""
+    opens (SQLite gives its journal and WAL files the database's mode). A file that exists is not
+    opened: closing any descriptor of a file drops this process's locks on it, SQLite's too (its
+    WAL would then be deleted under a connection still using it)."""
     private_dir(path.parent)
-    os.close(private_opener(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC))
+    try:
+        os.chmod(path, FILE_MODE)
+    except FileNotFoundError:
+        os.close(private_opener(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC))
     return path
 
 

@@ -1,16 +1,22 @@
-"""A shell in a running replica: Vertex AI's interactive shell (`enableWebAccess`) and its local equivalent.
+"""A shell in a running replica: Vertex AI's interactive shell (`enableWebAccess`) and its local equivalent;
+and the links to a dashboard the trainer serves (`enableDashboardAccess`).
 
 On Vertex AI a job created with `enableWebAccess` reports one URI per replica (`webAccessUris`, keyed
-by task name such as `workerpool0-0`) that opens a shell in the browser. On this machine,
-`vtrain shell JOB --replica TASK` does the same in the terminal:
+by task name such as `workerpool0-0`) that opens a shell in the browser. A job created with
+`enableDashboardAccess` gets its dashboard links in the same map, keyed by task name and port
+(`workerpool0-0:8888`, the port the trainer reads from AIP_DASHBOARD_PORT); vertex-facts.md, "Issue 16
+sources", has where both are documented. On this machine, `vtrain shell JOB --replica TASK` opens the
+shell in the terminal (the local service serves no dashboards):
 
 - process backend: the shell starts in the replica's working folder with the replica's exact
   environment, read from the running process (`/proc/PID/environ` and `/proc/PID/cwd`), so
   CLUSTER_SPEC, TF_CONFIG and the AIP_* variables are what the trainer sees;
 - docker backend: the shell runs inside the replica's container (`docker exec`).
 
-`access(resource, local)` is what the monitor and the lab panel show: the URIs Vertex AI returned,
-or the command for each replica of a running local job. Like Vertex AI, only jobs created with
+`access(resource, local)` is what the monitor and the lab panel show: the URIs Vertex AI returned (shells
+and dashboards, for a job with either field), or the command for each replica of a running local job.
+`links(resource, local)` is the same, each labelled by what it opens (`Link.kind`: "shell" or
+"dashboard"), and `heading(links)` one line for them all. Like Vertex AI, only jobs created with
 enableWebAccess (`--enable-web-access`) can be entered.
 """
 
@@ -21,6 +27,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -34,18 +41,64 @@ def command(job_id: str, task_name: str) -> str:
     return f"vtrain shell {job_id} --replica {task_name}"
 
 
+SHELL, DASHBOARD = "shell", "dashboard"
+
+
+@dataclass(frozen=True)
+class Link:
+    """One entry of `access`: a `webAccessUris` key (`workerpool0-0`, or `workerpool0-0:8888` for a dashboard
+    on port 8888) and what opens it (a URI, or locally the `vtrain shell` command)."""
+
+    key: str
+    target: str
+
+    @property
+    def kind(self) -> str:
+        """"dashboard" for a key with a port, else "shell"."""
+        return DASHBOARD if ":" in self.key else SHELL
+
+    @property
+    def task(self) -> str:
+        return self.key.split(":", 1)[0]
+
+    @property
+    def label(self) -> str:
+        """E.g. "shell in workerpool1-0", "dashboard of workerpool0-0 (port 8888)"."""
+        if self.kind == SHELL:
+            return f"shell in {self.task}"
+        return f"dashboard of {self.task} (port {self.key.split(':', 1)[1]})"
+
+
 def access(resource: Any, local: bool) -> dict[str, str]:
-    """task name -> how to open a shell in that replica: the URI Vertex AI returned, or locally the
-    `vtrain shell` command while the job runs. Empty for jobs without enableWebAccess."""
+    """`webAccessUris` key -> how to open it: the URI Vertex AI returned (a shell, or with a port a dashboard;
+    see `Link`), or locally the `vtrain shell` command per replica while the job runs. Empty for jobs with
+    neither enableWebAccess nor enableDashboardAccess."""
     spec = getattr(resource, "job_spec", None)
-    if spec is None or not spec.enable_web_access:
+    if spec is None or not (spec.enable_web_access or spec.enable_dashboard_access):
         return {}
     if not local:
         return dict(resource.web_access_uris)
-    if states.name(resource.state) != "JOB_STATE_RUNNING":
+    if not spec.enable_web_access or states.name(resource.state) != "JOB_STATE_RUNNING":
         return {}
     job_id = resource.name.rsplit("/", 1)[-1]
     return {task: command(job_id, task) for task in task_names(spec)}
+
+
+def links(resource: Any, local: bool) -> list[Link]:
+    """`access` as labelled links, shells first, each kind in task order."""
+    def order(link: Link) -> tuple[int, int, int, str]:
+        pool, _, index = link.task.removeprefix("workerpool").partition("-")
+        numbers = (int(pool), int(index)) if pool.isdigit() and index.isdigit() else (1 << 30, 0)
+        return (link.kind != SHELL, *numbers, link.key)
+    return sorted((Link(key, target) for key, target in access(resource, local).items()), key=order)
+
+
+def heading(found: Sequence[Link]) -> str:
+    """What a line of `found` offers: "Shell into a replica", "Open the dashboard", or both."""
+    kinds = {link.kind for link in found}
+    if kinds == {DASHBOARD}:
+        return "Open the dashboard"
+    return "Shell into a replica or open the dashboard" if DASHBOARD in kinds else "Shell into a replica"
 
 
 def task_names(spec: Any) -> list[str]:

@@ -29,7 +29,10 @@ that can hold it:
   `enableTrialEarlyStopping: true`. So are keys that are not AI Platform fields.
 - Scheduling and access fields (`scheduling.*`, `serviceAccount`, `network`, `reservedIpRanges`,
   `enableWebAccess`, `enableDashboardAccess`, `tensorboard`, `persistentResourceId`, and a pool's
-  `reservationAffinity`) are CustomJobSpec fields, so every Vertex format holds them. Dumping to legacy
+  `reservationAffinity`) are CustomJobSpec fields, so every Vertex format holds them. The SDK form
+  writes the scheduling fields as `CustomJob.run()` takes them (`SDK_SCHEDULING`: `timeout` and
+  `max_wait_duration` in whole seconds, `scheduling_strategy` by name, `restart_job_on_worker_restart`,
+  `disable_retries`) and reads those or a `scheduling` mapping (not both for one field). Dumping to legacy
   refuses, one line naming the field, those a trainingInput cannot hold (all but `timeout`,
   `serviceAccount`, `network` and `enableWebAccess`).
 - A job with a study (`tuning`) dumps its trial job in the Vertex formats;
@@ -550,16 +553,79 @@ def _field_error(text: str, prefix: str) -> SpecError:
     return SpecError(path, reason)
 
 
+# CustomJob.run() keywords that set Scheduling fields (google-cloud-aiplatform 2.7,
+# inspect.signature(CustomJob.run) and its submit()) -> the field. There `timeout` and `max_wait_duration`
+# are whole seconds (timeout 0 or None: the default, 7 days; max_wait_duration 0: wait for ever, None: the
+# default) and `scheduling_strategy` is a Scheduling.Strategy (here its name, or its number). run()'s other
+# keywords that are job fields (service_account, network, enable_web_access, tensorboard,
+# persistent_resource_id, experiment) have the CustomJobSpec's own names, so the SDK form takes them as
+# they are, as it does reserved_ip_ranges and enable_dashboard_access (CustomJobSpec fields run() lacks).
+SDK_SCHEDULING = {"timeout": "timeout", "scheduling_strategy": "strategy",
+                  "max_wait_duration": "max_wait_duration",
+                  "restart_job_on_worker_restart": "restart_job_on_worker_restart",
+                  "disable_retries": "disable_retries"}
+_SDK_SECONDS = ("timeout", "max_wait_duration")
+
+
 def _from_sdk(data: dict[str, Any], display_name: str | None) -> JobSpec:
     rest = dict(data)
     name = _text(rest.pop("display_name", None), "display_name") or display_name or "job"
     labels = _labels(rest.pop("labels", None), "labels")
     base = _text(rest.pop("base_output_dir", None), "base_output_dir")
     key = _text(rest.pop("encryption_spec_key_name", None), "encryption_spec_key_name")
+    _sdk_scheduling(rest)
     spec = _parse_spec(rest, "")
     if base:
         spec.base_output_directory.output_uri_prefix = base
     return JobSpec(name, spec, labels, encryption_spec=v1.EncryptionSpec(kms_key_name=key))
+
+
+def _sdk_scheduling(rest: dict[str, Any]) -> None:
+    """Move the run() scheduling keywords of an SDK form (SDK_SCHEDULING) into its `scheduling`, with the
+    SDK's meaning; each mistake is one SpecError naming the keyword."""
+    given = {key: rest.pop(key) for key in SDK_SCHEDULING if key in rest}
+    if not given:
+        return
+    scheduling = rest.get("scheduling", {})
+    if scheduling is None:
+        scheduling = {}
+    if not isinstance(scheduling, dict):
+        raise SpecError("scheduling", f"must be a mapping, not {_kind(scheduling)}")
+    scheduling = dict(scheduling)
+    for key, value in given.items():
+        name = SDK_SCHEDULING[key]
+        if _has(scheduling, _camel(name)):
+            raise SpecError(key, f"given twice, as {key} and as scheduling.{_camel(name)}; keep one")
+        if value is None:
+            continue  # run()'s default
+        if key in _SDK_SECONDS:
+            if isinstance(value, bool) or not isinstance(value, int):
+                shown = repr(value) if isinstance(value, float) else _kind(value)
+                raise SpecError(key, f"must be a whole number of seconds (as CustomJob.run() takes it), not {shown}")
+            if value < 0:
+                raise SpecError(key, f"must not be negative ({value})")
+            if value or key == "max_wait_duration":  # run() leaves a timeout of 0 unset; a wait of 0 is for ever
+                scheduling[name] = f"{value}s"
+        elif key == "scheduling_strategy":
+            scheduling[name] = _sdk_strategy(value, key)
+        else:
+            if not isinstance(value, bool):
+                raise SpecError(key, f"must be true or false, not {_kind(value)}")
+            if value:
+                scheduling[name] = True
+    if scheduling:
+        rest["scheduling"] = scheduling
+
+
+def _sdk_strategy(value: Any, where: str) -> str:
+    """A Scheduling.Strategy given by name or number, as its name."""
+    strategies = v1.Scheduling.Strategy
+    if isinstance(value, str) and value in strategies.__members__:
+        return value
+    if isinstance(value, int) and not isinstance(value, bool) and value in {s.value for s in strategies}:
+        return strategies(value).name
+    names = [s.name for s in strategies][1:]
+    raise SpecError(where, f"invalid value {value!r} (valid: {', '.join(names)})")
 
 
 def _text(value: Any, where: str, numbers: bool = False) -> str:
@@ -589,8 +655,26 @@ def _to_sdk(job: JobSpec) -> dict[str, Any]:
         out["labels"] = dict(job.labels)
     if job.encryption_spec.kms_key_name:
         out["encryption_spec_key_name"] = job.encryption_spec.kms_key_name
+    scheduling = body.pop("scheduling", {})
     out.update(body)
+    for key, name in SDK_SCHEDULING.items():  # as CustomJob.run() takes them
+        if name not in scheduling:
+            continue
+        value = scheduling[name]
+        if key in _SDK_SECONDS:
+            value = _whole_seconds(value)
+            if value is None or (key == "timeout" and value == 0):
+                continue  # run() cannot say it (a fraction of a second, a negative or zero timeout): kept below
+        out[key] = value
+        del scheduling[name]
+    if scheduling:
+        out["scheduling"] = scheduling
     return out
+
+
+def _whole_seconds(duration: str) -> int | None:
+    """A proto3 JSON Duration ("3600s") as whole seconds; None for a fraction or a negative."""
+    return int(duration[:-1]) if re.fullmatch(r"\d+s", duration) else None
 
 
 def _ints(data: Any) -> Any:

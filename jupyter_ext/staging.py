@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
-from . import packaging
+from . import packaging, paths
 from .errors import SpecError, WorkbenchError
 
 if TYPE_CHECKING:
@@ -127,8 +127,7 @@ def download(uri: str, folder: Path, where: str) -> Path:
     from google.api_core.exceptions import GoogleAPICallError
     from google.auth.exceptions import GoogleAuthError
 
-    local.parent.mkdir(parents=True, exist_ok=True)
-    partial = local.with_name(local.name + ".partial")
+    partial = paths.private_file(local.with_name(local.name + ".partial"))  # the job's folder: the owner's only
     try:
         _client(None).bucket(bucket_name).blob(path).download_to_filename(str(partial))
     except (GoogleAPICallError, GoogleAuthError) as exc:

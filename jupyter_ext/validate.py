@@ -2,11 +2,13 @@
 
 `problems(job, region=None)` lists them all (the widgets show them live); `check(job, region=None)`
 raises `ValidationError` carrying them. With a region, what that region does not offer is a problem
-too (`catalog.availability`). `notices(job, region=None)` lists what is allowed but worth a line:
-an accelerator past its end of support, a restricted or arm64 machine, a deprecated strategy, a
-region the catalog's data does not cover. Rules come from vertex-facts.md sections A, C, D and F and
-its issue 16 additions (scheduling, access, FLEX_START, Spot, MIG); machine, accelerator and region
-facts come from the catalog.
+too (`catalog.availability`). On an arm64 machine (A4X), one of Vertex AI's prebuilt training images
+(built for linux/amd64 only) is a problem naming the image field. `notices(job, region=None)` lists
+what is allowed but worth a line: an accelerator past its end of support, a restricted machine, an
+arm64 machine with a custom image (which must be built for linux/arm64: the validator cannot see its
+platform), a deprecated strategy, a region the catalog's data does not cover. Rules come from
+vertex-facts.md sections A, C, D and F and its issue 16 additions and sources (scheduling, access,
+FLEX_START, Spot, MIG, A4X); machine, accelerator and region facts come from the catalog.
 
 A HyperparameterTuningJob has the same pair, `tuning_problems(resource)` and
 `check_tuning(resource)`: its counts, its study, and its trial job, checked with
@@ -21,7 +23,7 @@ from typing import Iterator
 
 from google.cloud.aiplatform_v1 import types as v1
 
-from . import catalog
+from . import catalog, packaging
 from .errors import SpecError, ValidationError
 from .spec import JobSpec, is_empty_pool, pool_image
 
@@ -43,6 +45,10 @@ FLEX_START_MAX_TIMEOUT = timedelta(days=7)  # schedule-jobs-dws: "a maximum time
 _Strategy = v1.Scheduling.Strategy
 _Affinity = v1.ReservationAffinity.Type
 _DEPRECATED_STRATEGIES = {_Strategy.ON_DEMAND: "STANDARD", _Strategy.LOW_COST: "SPOT"}
+# Prefixes of Vertex AI prebuilt training images known to have a linux/arm64 variant: none. Google's list
+# (vertex-facts.md G) names none for A4X; that they are all amd64-only is UNCONFIRMED (vertex-facts.md,
+# "Issue 16 sources"). Every other prebuilt training image is refused on an arm64 machine.
+ARM64_PREBUILT_IMAGES: tuple[str, ...] = ()
 
 
 def check(job: JobSpec, region: str | None = None) -> JobSpec:
@@ -78,7 +84,8 @@ def notices(job: JobSpec, region: str | None = None) -> list[str]:
         machine = catalog.machine(ms.machine_type)
         if machine is not None and machine.restricted:
             found.append(f"{where}.machineType: {machine.name}: {machine.restricted}")
-        if machine is not None and machine.architecture != "x86_64":
+        if machine is not None and machine.architecture != "x86_64" and not _amd64_only_image(pool):
+            # a custom image: its platform cannot be read from the job (a known amd64-only one is a problem)
             found.append(f"{where}.machineType: {machine.name} has {machine.architecture} CPUs: its image must be "
                          f"built for {catalog.platform(machine.name)} (vtrain build --machine-type {machine.name})")
         if region is not None and region in catalog.training_regions():
@@ -137,6 +144,7 @@ def _pool_rules(pool: v1.WorkerPoolSpec, where: str, pos: int) -> Iterator[str]:
         if not pkg.python_module:
             yield f"{where}.pythonPackageSpec.pythonModule: required (e.g. trainer.task)"
         yield from _env_rules(pkg.env, f"{where}.pythonPackageSpec.env")
+    yield from _platform_rules(pool, where)
     if "disk_spec" in pool:
         disk = pool.disk_spec
         if disk.boot_disk_type and disk.boot_disk_type not in BOOT_DISK_TYPES:
@@ -144,6 +152,25 @@ def _pool_rules(pool: v1.WorkerPoolSpec, where: str, pos: int) -> Iterator[str]:
         low, high = BOOT_DISK_GB
         if disk.boot_disk_size_gb and not low <= disk.boot_disk_size_gb <= high:
             yield f"{where}.diskSpec.bootDiskSizeGb: {disk.boot_disk_size_gb} is out of range ({low} to {high})"
+
+
+def _platform_rules(pool: v1.WorkerPoolSpec, where: str) -> Iterator[str]:
+    """An arm64 machine (A4X) cannot run an image built for linux/amd64 only: Vertex AI's prebuilt training
+    images, unless one is known to have an arm64 variant. Other images are the user's: a notice says what
+    they must be built for (see `notices`)."""
+    machine = catalog.machine(pool.machine_spec.machine_type)
+    if machine is None or catalog.platform(machine.name) == catalog.DEFAULT_PLATFORM or not _amd64_only_image(pool):
+        return
+    field = "containerSpec.imageUri" if "container_spec" in pool else "pythonPackageSpec.executorImageUri"
+    yield (f"{where}.{field}: {pool_image(pool)} is a Vertex AI prebuilt image, built for linux/amd64 only; "
+           f"{machine.name} has {machine.architecture} CPUs and needs an image built for "
+           f"{catalog.platform(machine.name)} (vtrain build --machine-type {machine.name} builds one)")
+
+
+def _amd64_only_image(pool: v1.WorkerPoolSpec) -> bool:
+    """The pool runs one of Vertex AI's prebuilt training images without a known linux/arm64 variant."""
+    uri = pool_image(pool)
+    return packaging.is_prebuilt_training_image(uri) and not uri.startswith(ARM64_PREBUILT_IMAGES)
 
 
 def _machine_rules(ms: v1.MachineSpec, where: str) -> Iterator[str]:

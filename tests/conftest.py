@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable, Iterator, Literal, Sequence, TypeVar
 
@@ -49,9 +50,11 @@ def _no_service_left(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]
         except (OSError, ValueError):
             continue
         home = env.get(b"VTRAIN_HOME", b"").decode()
-        if argv[1:3] == [b"-m", b"jupyter_ext.service"] and home.startswith(base):
-            print(f"\n[tests] a local service was left running in {home} (pid {entry.name}): stopped",
-                  file=sys.stderr)
+        # a test that lost its VTRAIN_HOME starts one in the user's own folder
+        started_by_tests = home.startswith(base) or not home and b"PYTEST_VERSION" in env
+        if argv[1:3] == [b"-m", b"jupyter_ext.service"] and started_by_tests:
+            print(f"\n[tests] a local service was left running in {home or 'the default data folder'} "
+                  f"(pid {entry.name}): stopped", file=sys.stderr)
             os.kill(int(entry.name), signal.SIGTERM)
 
 
@@ -258,3 +261,34 @@ def processes_of_job(job_id: str) -> list[int]:
     from jupyter_ext.runner.reaper import processes_with
 
     return processes_with(f"CLOUD_ML_JOB_ID={job_id}".encode())
+
+
+def recorded_requests() -> list[dict]:
+    """What a local service started with `record_requests` was asked, in order (method, path, body, ...)."""
+    from jupyter_ext.service import daemon
+
+    path = daemon.runtime_dir() / "requests.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def created_jobs(since: int = 0) -> list[tuple[str, dict]]:
+    """(path, body) of every CustomJob and HyperparameterTuningJob the service was asked to create,
+    after its first `since` requests: the requests Vertex AI would get."""
+    return [(r["path"], json.loads(r["body"])) for r in recorded_requests()[since:]
+            if r["method"] == "POST" and r["path"].endswith(("/customJobs", "/hyperparameterTuningJobs"))]
+
+
+async def follow_like_the_panel(jp_fetch: Any, job_id: str) -> dict[str, list[str]]:
+    """What the panel's job view does: GET logs with the server's cursor until `done`, as often as the
+    server says (`next_poll_ms`)."""
+    lines: dict[str, list[str]] = defaultdict(list)
+    cursor = ""
+    while True:
+        response = await jp_fetch("vertex-train", "jobs", job_id, "logs", params={"cursor": cursor})
+        page = json.loads(response.body)
+        for entry in page["entries"]:
+            lines[entry["replica"]].append(entry["text"])
+        cursor = page["next_cursor"]
+        if page["done"]:
+            return dict(lines)
+        await asyncio.sleep(page["next_poll_ms"] / 1000)

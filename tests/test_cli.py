@@ -51,3 +51,15 @@ def test_convert_prints_the_equivalent_gcloud_command() -> None:
 def test_convert_takes_the_region_from_the_environment() -> None:
     done = vtrain("convert", str(EXAMPLE), "--to", "gcloud-command", env={"CLOUD_ML_REGION": "asia-east1"})
     assert done.returncode == 0 and "--region=asia-east1" in done.stdout
+
+
+def test_inspect_with_process_addresses_names_the_interpreter_and_import_path_replicas_get(tmp_path) -> None:
+    extra = tmp_path / "my_modules"
+    extra.mkdir()
+    done = vtrain("inspect", str(EXAMPLE), "--addresses", "process", env={"PYTHONPATH": str(extra),
+                                                                        "JUPYTERHUB_API_TOKEN": "not-for-replicas"})
+    assert done.returncode == 0, done.stderr
+    said = done.stdout.splitlines()[-1]
+    assert said.startswith(f"Process replicas run with {sys.executable}; import path ")
+    assert str(extra) in said.split("; import path ")[1].split(";")[0].split(":")
+    assert "PATH" in said and "JUPYTERHUB_API_TOKEN" not in said

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import json
-import sys
 import tarfile
 from pathlib import Path
 from typing import Any, Iterator
@@ -17,7 +16,7 @@ import pytest
 import yaml
 from google.cloud.aiplatform_v1 import types as v1
 
-from conftest import pool, vtrain
+from conftest import created_jobs, pool, recorded_requests, vtrain
 from jupyter_ext import launch
 from jupyter_ext.service import daemon
 from jupyter_ext.service.emulation import Options
@@ -72,19 +71,6 @@ def _objects(bucket: Any) -> list[str]:
     return [blob.name for blob in bucket.client.list_blobs(bucket.name)]
 
 
-def _created(since: int = 0) -> list[dict[str, Any]]:
-    """The bodies of every job the service was asked to create (after the first `since` requests)."""
-    path = daemon.runtime_dir() / "requests.jsonl"
-    lines = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-    return [json.loads(r["body"]) for r in lines[since:]
-            if r["method"] == "POST" and r["path"].endswith(("/customJobs", "/hyperparameterTuningJobs"))]
-
-
-def _request_count() -> int:
-    path = daemon.runtime_dir() / "requests.jsonl"
-    return len(path.read_text().splitlines()) if path.exists() else 0
-
-
 def _sdist_members(bucket: Any, name: str) -> dict[str, bytes]:
     data = bucket.blob(name).download_as_bytes()
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
@@ -99,7 +85,7 @@ def ip(cloud: dict[str, Any], ipython: Any) -> Any:
 def test_a_cell_goes_to_vertex_as_a_package_in_the_bucket_without_docker(ip: Any, bucket: Any,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:1")  # no engine: the cell must not need one
-    before = _request_count()
+    before = len(recorded_requests())
     ip.run_cell_magic("vertex_train", f'--vertex --staging-bucket gs://{bucket.name} --workers 2 '
                       f'--requirements pandas --args "--lr 0.1" job', CELL)
     handle = ip.user_ns["job"]
@@ -113,7 +99,7 @@ def test_a_cell_goes_to_vertex_as_a_package_in_the_bucket_without_docker(ip: Any
     members = _sdist_members(bucket, sdist)
     assert b"install_requires=['pandas']" in members["trainer-0.1/setup.py"]  # as Vertex AI installs them
     assert b"cell on" in members["trainer-0.1/trainer/task.py"]
-    (body,) = _created(before)
+    ((_, body),) = created_jobs(before)
     for spec in body["jobSpec"]["workerPoolSpecs"]:
         package = spec["pythonPackageSpec"]
         assert package["packageUris"] == [f"gs://{bucket.name}/{sdist}"]
@@ -125,15 +111,15 @@ def test_a_cell_with_an_image_goes_through_the_registry(ip: Any, bucket: Any, cl
     docker = cloud["docker"]
     for name, value in docker.env().items():
         monkeypatch.setenv(name, value)
-    before = _request_count()
+    before = len(recorded_requests())
     repository = f"{docker.registry}/cloud-path/trainer"
-    ip.run_cell_magic("vertex_train", f"--vertex --staging-bucket gs://{bucket.name} --workers 1 "
+    ip.run_cell_magic("vertex_train", f"--vertex --staging-bucket gs://{bucket.name} --workers 2 "
                       f"--image {repository} --base-image {docker.base_image} job", CELL)
     monitor = ip.magics_manager.registry["VertexTrainMagics"].monitor
     assert monitor.state == "JOB_STATE_SUCCEEDED", monitor.error
     assert sorted(line.text for line in monitor.buffer.lines()) == [
-        "cell on workerpool0 0 args []", "cell on workerpool1 0 args []"]
-    (body,) = _created(before)
+        "cell on workerpool0 0 args []", "cell on workerpool1 0 args []", "cell on workerpool1 1 args []"]
+    ((_, body),) = created_jobs(before)
     images = {spec["containerSpec"]["imageUri"] for spec in body["jobSpec"]["workerPoolSpecs"]}
     assert len(images) == 1 and images.pop().startswith(repository + "@sha256:")  # pushed, named by digest
     assert _objects(bucket) == []  # an image job uploads no package
@@ -171,7 +157,7 @@ def test_vtrain_submit_uploads_local_packages_and_rewrites_them(cloud: dict[str,
     spec = tmp_path / "job.yaml"
     spec.write_text(yaml.safe_dump({"workerPoolSpecs": [pool(1, containerSpec=None, pythonPackageSpec=package),
                                                         pool(2, containerSpec=None, pythonPackageSpec=package)]}))
-    before = _request_count()
+    before = len(recorded_requests())
     done = vtrain("submit", str(spec), "--project", "other-project", "--region", "europe-west4", "--staging-bucket",
                   f"gs://{bucket.name}/runs", "--endpoint", cloud["endpoint"], "--access-token-file",
                   cloud["token_file"], "--follow", timeout=300)
@@ -179,7 +165,7 @@ def test_vtrain_submit_uploads_local_packages_and_rewrites_them(cloud: dict[str,
     assert "SUCCEEDED" in done.stdout and done.stdout.count("cell on") == 3
     (staged,) = _objects(bucket)
     assert staged.startswith("runs/vertex-workbench/packages/")
-    (body,) = _created(before)
+    ((_, body),) = created_jobs(before)
     uris = {uri for spec in body["jobSpec"]["workerPoolSpecs"] for uri in spec["pythonPackageSpec"]["packageUris"]}
     assert uris == {f"gs://{bucket.name}/{staged}"}
     # outputs go under the staging bucket, as the SDK names the folder
@@ -187,37 +173,60 @@ def test_vtrain_submit_uploads_local_packages_and_rewrites_them(cloud: dict[str,
         f"gs://{bucket.name}/runs/aiplatform-custom-job-")
 
 
-@pytest.mark.parametrize("change, flags, field", [
-    ({}, ["--staging-bucket", "my-bucket"], "--staging-bucket"),
-    ({"baseOutputDirectory": {"outputUriPrefix": "/tmp/outputs"}}, [], "baseOutputDirectory.outputUriPrefix"),
-    ({"image": "localhost:5000/trainer:1"}, [], "workerPoolSpecs[0].containerSpec.imageUri"),
-    ({"image": "trainer:1"}, [], "workerPoolSpecs[0].containerSpec.imageUri"),
-    ({"command": [sys.executable, "train.py"]}, [], "workerPoolSpecs[0].containerSpec.command[0]"),
-    ({"package": "pkg"}, [], "workerPoolSpecs[0].pythonPackageSpec.packageUris[0]"),
-    ({"package": "gs://b/p.tar.gz", "executor": "python:3.11"}, [],
-     "workerPoolSpecs[0].pythonPackageSpec.executorImageUri"),
-], ids=["bucket", "outputs", "localhost-image", "unqualified-image", "local-command", "local-package",
-        "not-prebuilt"])
+GOOD_IMAGE = "us-docker.pkg.dev/p/r/trainer:1"
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"bucket": "my-bucket"}, "--staging-bucket"),
+    ({"bucket": None}, "workerPoolSpecs[0].pythonPackageSpec.packageUris[0]"),
+    ({"outputs": "/tmp/outputs"}, "baseOutputDirectory.outputUriPrefix"),
+    ({"outputs": "file:///tmp/outputs"}, "baseOutputDirectory.outputUriPrefix"),
+    ({"labels": {"vtrain-backend": "docker"}}, "labels.vtrain-backend"),
+    ({"command": "{cwd}/train.py"}, "workerPoolSpecs[1].containerSpec.command[0]"),
+    ({"command": "{data}/jobs/1/train.py"}, "workerPoolSpecs[1].containerSpec.command[0]"),
+    ({"packages": ["pkg", "gone.tar.gz"]}, "workerPoolSpecs[0].pythonPackageSpec.packageUris[1]"),
+    ({"executor": "python:3.11"}, "workerPoolSpecs[0].pythonPackageSpec.executorImageUri"),
+    ({"image": "localhost:5000/trainer:1"}, "workerPoolSpecs[1].containerSpec.imageUri"),
+    ({"image": "trainer:1"}, "workerPoolSpecs[1].containerSpec.imageUri"),
+    ({"image": "tensorflow/tensorflow:2.15.0", "says": "write docker.io/tensorflow/tensorflow:2.15.0"},
+     "workerPoolSpecs[1].containerSpec.imageUri"),
+], ids=["bucket", "no-bucket", "outputs", "file-outputs", "backend-label", "command-in-cwd", "command-in-data-folder",
+        "package-left-local", "not-prebuilt", "localhost-image", "unqualified-image", "hub-name-without-host"])
 def test_preflight_refuses_what_vertex_cannot_run_before_anything_is_sent(
-        cloud: dict[str, Any], bucket: Any, tmp_path: Path, change: dict[str, Any], flags: list[str],
-        field: str) -> None:
-    """Against Google's endpoint (no request leaves: the check comes first): one line naming the
-    field, exit 2, nothing uploaded, nothing created."""
-    body = pool(1, image=change.get("image", "us-docker.pkg.dev/p/r/trainer:1"), command=change.get("command"))
-    if "package" in change:
-        body = pool(1, containerSpec=None, pythonPackageSpec={
-            "executorImageUri": change.get("executor", PREBUILT), "packageUris": [change["package"]],
-            "pythonModule": "trainer.task"})
-    spec = tmp_path / "job.yaml"
-    spec.write_text(yaml.safe_dump({"workerPoolSpecs": [body], **{k: v for k, v in change.items()
-                                                                  if k == "baseOutputDirectory"}}))
-    before = _request_count()
-    done = vtrain("submit", str(spec), "--project", "p", "--region", "us-central1", *flags,
-                  env={"CLOUDSDK_AUTH_ACCESS_TOKEN_FILE": cloud["token_file"]})
+        cloud: dict[str, Any], bucket: Any, tmp_path: Path, change: dict[str, Any], field: str,
+        request: pytest.FixtureRequest) -> None:
+    """`vtrain submit` to the local service with the emulator's bucket and a local package, so that a
+    job with no bad field is uploaded and created; with one bad field: one line naming it, exit 2,
+    nothing uploaded, nothing created. The CLI runs in another workbench home, where the service is
+    not known as this machine's: to it the endpoint is Google's, so images are checked too."""
+    name = "refused-" + request.node.callspec.id
+    data, work = tmp_path / "workbench-home", tmp_path / "work"
+    (work / "pkg" / "trainer").mkdir(parents=True)
+    (work / "pkg" / "trainer" / "task.py").write_text(CELL)
+    package = {"executorImageUri": change.get("executor", PREBUILT), "packageUris": change.get("packages", ["pkg"]),
+               "pythonModule": "trainer.task"}
+    pools = [pool(1, containerSpec=None, pythonPackageSpec=package)]
+    if "command" in change or "image" in change:
+        command = change.get("command", "python").format(cwd=work, data=data)
+        pools.append(pool(1, command=[command, "-c", "pass"], image=change.get("image", GOOD_IMAGE)))
+    body: dict[str, Any] = {"displayName": name, "labels": change.get("labels", {}),
+                            "jobSpec": {"workerPoolSpecs": pools}}
+    if "outputs" in change:
+        body["jobSpec"]["baseOutputDirectory"] = {"outputUriPrefix": change["outputs"]}
+    (work / "job.yaml").write_text(yaml.safe_dump(body))
+    staging = change.get("bucket", f"gs://{bucket.name}/runs")
+    before = len(recorded_requests())
+    done = vtrain("submit", "job.yaml", "--endpoint", cloud["endpoint"], "--access-token-file", cloud["token_file"],
+                  "--project", "p", "--region", "us-central1", *(["--staging-bucket", staging] if staging else []),
+                  cwd=work, env={"VTRAIN_HOME": str(data)})
     assert done.returncode == 2, done.stdout + done.stderr
     lines = done.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"vtrain: error: {field}: "), lines
-    assert "Traceback" not in done.stderr and _objects(bucket) == [] and _request_count() == before
+    assert change.get("says", "") in lines[0]
+    assert _objects(bucket) == [] and len(recorded_requests()) == before
+    target = launch.Target.resolve(project="p", region="us-central1", endpoint=cloud["endpoint"],
+                                   access_token_file=cloud["token_file"])
+    assert name not in {job.display_name for job in launch.list_jobs(target)}
 
 
 def test_the_magic_checks_before_it_builds_or_uploads(ip: Any, bucket: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -228,13 +237,13 @@ def test_the_magic_checks_before_it_builds_or_uploads(ip: Any, bucket: Any, monk
 
     monkeypatch.setattr(initializer.global_config, "_api_endpoint", None)
     monkeypatch.setenv("DOCKER_HOST", "tcp://127.0.0.1:1")  # a build would fail differently
-    before = _request_count()
+    before = len(recorded_requests())
     with pytest.raises(UsageError, match=r"workerPoolSpecs\[0\]\.containerSpec\.imageUri: 'localhost:5000/t' is "
                                          "only on this machine"):
         ip.run_cell_magic("vertex_train", "--vertex --image localhost:5000/t", CELL)
     with pytest.raises(UsageError, match=r"--staging-bucket: 'bucket' is not a Cloud Storage URI"):
         ip.run_cell_magic("vertex_train", "--vertex --staging-bucket bucket", CELL)
-    assert _objects(bucket) == [] and _request_count() == before
+    assert _objects(bucket) == [] and len(recorded_requests()) == before
 
 
 def test_every_field_reaches_the_request_vertex_would_get(cloud: dict[str, Any]) -> None:
@@ -255,10 +264,10 @@ def test_every_field_reaches_the_request_vertex_would_get(cloud: dict[str, Any])
                            "scheduling": {"timeout": "3600s", "restartJobOnWorkerRestart": True},
                            "network": "projects/123/global/networks/mine",
                            "baseOutputDirectory": {"outputUriPrefix": "gs://out/run"}}}
-        before = _request_count()
+        before = len(recorded_requests())
         handle = launch.submit(job, launch.Target.resolve(vertex=True))
         assert handle.wait(60) == "JOB_STATE_SUCCEEDED"
-        (body,) = _created(before)
+        ((_, body),) = created_jobs(before)
     finally:
         for name, value in saved.items():
             setattr(initializer.global_config, f"_{name}", value)
@@ -285,12 +294,12 @@ def test_scheduling_and_access_flags_reach_the_request_unchanged(cloud: dict[str
     spec = tmp_path / "job.yaml"
     spec.write_text(yaml.safe_dump({"workerPoolSpecs": [pool(1, command=["python", "-c", "print('ok')"],
                                                              image="us-docker.pkg.dev/p/r/t:1")]}))
-    before = _request_count()
+    before = len(recorded_requests())
     done = vtrain("submit", str(spec), "--endpoint", cloud["endpoint"], "--access-token-file", cloud["token_file"],
                   "--project", "my-project", *SCHEDULING_FLAGS)
     assert done.returncode == 0, done.stderr
     assert "runs as STANDARD" not in done.stderr  # that note is for this machine, not for Vertex AI
-    (body,) = _created(before)
+    ((_, body),) = created_jobs(before)
     # the client's REST transport sends enums as numbers; read the body as Vertex AI does
     sent = v1.CustomJob.from_json(json.dumps(body), ignore_unknown_fields=False).job_spec
     assert sent.scheduling.strategy == v1.Scheduling.Strategy.SPOT
@@ -310,10 +319,10 @@ def test_submitting_to_a_region_without_the_accelerator_is_refused_before_sendin
     spec = tmp_path / "h100.yaml"
     spec.write_text(yaml.safe_dump({"workerPoolSpecs": [pool(1, machine="a3-highgpu-8g", accelerator="NVIDIA_H100_80GB",
                                                              accelerator_count=8, image="us-docker.pkg.dev/p/r/t:1")]}))
-    before = _request_count()
+    before = len(recorded_requests())
     done = vtrain("submit", str(spec), "--endpoint", cloud["endpoint"], "--access-token-file", cloud["token_file"],
                   "--project", "my-project", "--region", "us-west2")
-    assert done.returncode == 2 and _request_count() == before
+    assert done.returncode == 2 and len(recorded_requests()) == before
     assert done.stderr.splitlines() == [
         "vtrain: error: workerPoolSpecs[0].machineSpec.acceleratorType: NVIDIA H100 80GB (NVIDIA_H100_80GB) is not "
         "offered for Vertex AI training in us-west2 (offered there: NVIDIA P4, NVIDIA T4; region data of about 2024, "

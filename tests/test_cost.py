@@ -125,3 +125,55 @@ def test_the_configurator_prices_a_two_pool_a100_job(a100_job):
     three = two_pool_a100_per_hour(False) + (price("us-central1", "machines", "a2-highgpu-2g", False)
                                              + 2 * price("us-central1", "accelerators", "NVIDIA_TESLA_A100", False))
     assert f"${three:.4f}/h on demand" in w.cost_html.value
+
+
+def displayed_pool_rows(widget) -> dict[str, list[str]]:
+    """The configurator's per-pool cost rows as a user reads them: pool -> [shape, on demand, Spot]."""
+    from html.parser import HTMLParser
+
+    rows: list[list[str]] = []
+
+    class Rows(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            if tag == "tr" and "data-pool" in dict(attrs):
+                rows.append([])
+            elif tag == "td" and rows:
+                rows[-1].append("")
+
+        def handle_endtag(self, tag):
+            if tag == "table":
+                rows.append([])  # a later table is not the cost table
+
+        def handle_data(self, data):
+            if rows and rows[-1]:
+                rows[-1][-1] += data
+
+    Rows().feed(widget.cost_html.value)
+    return {row[0]: row[1:] for row in rows if row}
+
+
+def test_the_configurator_shows_each_pools_cost_and_names_the_unpriced(a100_job):
+    w = PoolConfigurator(spec=a100_job)
+    w.cards[2].enabled.value = True  # a third pool the data has no price for
+    w.cards[2].machine.value = "e2-standard-8"
+
+    def vm(machine: str, gpus: int, spot: bool) -> float:
+        return price("us-central1", "machines", machine, spot) + gpus * price(
+            "us-central1", "accelerators", "NVIDIA_TESLA_A100", spot)
+
+    rows = displayed_pool_rows(w)
+    assert rows["0 · Primary"] == ["1 x a2-highgpu-1g + 1 x NVIDIA_TESLA_A100",
+                                   f"${vm('a2-highgpu-1g', 1, False):.4f}/h", f"${vm('a2-highgpu-1g', 1, True):.4f}/h"]
+    assert rows["1 · Workers"] == ["2 x a2-highgpu-2g + 2 x NVIDIA_TESLA_A100",
+                                   f"${2 * vm('a2-highgpu-2g', 2, False):.4f}/h",
+                                   f"${2 * vm('a2-highgpu-2g', 2, True):.4f}/h"]
+    assert rows["2 · Parameter servers"] == ["1 x e2-standard-8", "not priced", "not priced"]
+    # the total covers the priced pools, says one is not, and is labelled an estimate with the prices' date
+    text = w.cost_html.value
+    assert f"${two_pool_a100_per_hour(False):.4f}/h on demand, ${two_pool_a100_per_hour(True):.4f}/h Spot; " \
+           "1 pool(s) not priced" in text
+    assert "estimate" in text and f"copied {PRICES['date']}" in text
+    assert "not priced: workerPoolSpecs[2]: no price for e2-standard-8 in us-central1" in text
+    assert text in w.to_html()
+    w.cards[1].replicas.value = 3  # the rows follow the cards
+    assert displayed_pool_rows(w)["1 · Workers"][1] == f"${3 * vm('a2-highgpu-2g', 2, False):.4f}/h"

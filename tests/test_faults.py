@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 import shutil
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -185,6 +186,132 @@ def test_a_replica_that_setsids_a_child_leaves_nothing_when_the_job_ends(tmp_pat
     result = Supervisor(job, job_dir=tmp_path / "job").run()
     assert result.state == "SUCCEEDED"
     assert processes_of_job(result.job_id) == []
+
+
+# a replica whose grandchild leaves its session and clears its environment: no marker, no group
+ORPHANING = """\
+import pathlib, subprocess, sys, time
+orphan = subprocess.Popen(['sleep', {token!r}], env={{}}, start_new_session=True)
+print('orphan', orphan.pid, flush=True)
+while {wait!r} and not pathlib.Path({wait!r}).exists():
+    time.sleep(0.1)
+"""
+
+
+def _orphaning(token: str, wait_for_file: Path | str = "") -> str:
+    """What the replica runs: start `sleep TOKEN` with setsid and an empty environment, then exit
+    (after `wait_for_file` appears, if given)."""
+    return ORPHANING.format(token=token, wait=str(wait_for_file))
+
+
+def _sleeping(token: str) -> list[int]:
+    """The live `sleep TOKEN` processes on this machine."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if (entry.name.isdigit() and (entry / "cmdline").read_bytes() == f"sleep\0{token}\0".encode()
+                    and _running(int(entry.name))):
+                found.append(int(entry.name))
+        except OSError:
+            pass
+    return found
+
+
+def _zombies_of(pid: int) -> list[int]:
+    """The exited children a process has not waited for."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if entry.name.isdigit() and int(fields[1]) == pid and fields[0] == "Z":
+                found.append(int(entry.name))
+        except (OSError, ValueError, IndexError):
+            pass
+    return found
+
+
+@pytest.fixture
+def sleep_token() -> Iterator[Callable[[], str]]:
+    """Unique `sleep` arguments (600.x seconds) to find a test's orphans by; any left are killed after."""
+    tokens: list[str] = []
+
+    def new() -> str:
+        tokens.append(f"600.{secrets.randbelow(10 ** 9)}")
+        return tokens[-1]
+
+    yield new
+    for pid in [pid for token in tokens for pid in _sleeping(token)]:
+        os.kill(pid, signal.SIGKILL)
+
+
+def _orphan_pids(log: str) -> list[int]:
+    return [int(pid) for pid in re.findall(r"orphan (\d+)", log)]
+
+
+def test_a_grandchild_with_setsid_and_no_environment_is_gone_when_vtrain_run_returns(
+        tmp_path: Path, sleep_token: Callable[[], str]) -> None:
+    token = sleep_token()
+    spec = write_spec(tmp_path / "job.yaml", [pool(code=_orphaning(token))])
+    done = vtrain("run", str(spec), "--job-dir", str(tmp_path / "job"), timeout=60)
+    assert done.returncode == 0 and "SUCCEEDED" in done.stdout.splitlines()[-1], done.stdout + done.stderr
+    assert len(_orphan_pids(done.stdout)) == 1, done.stdout  # it did start
+    assert _sleeping(token) == []
+
+
+def test_sigkill_of_vtrain_run_leaves_no_orphan_it_had_adopted(tmp_path: Path,
+                                                                sleep_token: Callable[[], str]) -> None:
+    """The replica runs on; its child left `sleep` behind (no marker, own session), which the
+    runner adopted: the watchdog kills it with the rest."""
+    token = sleep_token()
+    via_child = f"import subprocess, sys, time\nsubprocess.run([sys.executable, '-c', {_orphaning(token)!r}])\n" \
+                "while True:\n    time.sleep(0.5)\n"
+    proc, _job = _start_run(write_spec(tmp_path / "job.yaml", [pool(code=via_child)]), tmp_path / "job")
+    try:
+        log = tmp_path / "job" / "logs" / "workerpool0-0.log"
+        orphan = wait_for(lambda: log.is_file() and _orphan_pids(log.read_text()), 30, "the orphan to start")[0]
+        wait_for(lambda: _parent(orphan) == proc.pid, 5, "the runner to adopt the orphan")
+        time.sleep(1.5)  # the runner tells its watchdog of what it adopted every 0.5 s
+    finally:
+        proc.kill()
+        proc.wait()
+    wait_for(lambda: not _sleeping(token), 5, lambda: f"the orphan to go, but: {_sleeping(token)}")
+
+
+def _parent(pid: int) -> int:
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def test_a_grandchild_with_setsid_and_no_environment_is_gone_when_a_service_job_ends(
+        own_service: dict, tmp_path: Path, sleep_token: Callable[[], str]) -> None:
+    """Two jobs at once: the end of one kills nothing of the other, that still runs; when both
+    ended, no orphan of either is left, and the service has no child it did not wait for."""
+    from google.cloud import aiplatform
+
+    def submit(name: str, code: str) -> Any:
+        job = aiplatform.CustomJob(display_name=name, worker_pool_specs=[pool(code=code, form="sdk")])
+        job.submit()
+        return job
+
+    def orphans_logged(job: Any) -> list[int]:
+        lines = [r.text for r in launch.attach(job_id(job.resource_name)).logs(replica="workerpool0-0")]
+        return _orphan_pids("\n".join(lines))
+
+    long_token, short_token, go = sleep_token(), sleep_token(), tmp_path / "go"
+    long = submit("orphaning-long", _orphaning(long_token, go))  # its orphan lives while it runs
+    wait_for(lambda: orphans_logged(long), 30, "the long job's replica to start its orphan")
+    short = submit("orphaning-short", _orphaning(short_token))
+    wait_state(short, "JOB_STATE_SUCCEEDED")
+    assert len(orphans_logged(short)) == 1  # it did start
+    assert len(_sleeping(long_token)) == 1  # the job that runs keeps its own
+    assert long.state.name == "JOB_STATE_RUNNING"
+
+    go.touch()
+    wait_state(long, "JOB_STATE_SUCCEEDED")
+    assert _sleeping(long_token) == [] and _sleeping(short_token) == []
+    assert _zombies_of(own_service["pid"]) == []
 
 
 # ---- the service killed --------------------------------------------------------------------

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import TRAINERS, job_status, pool, vtrain, vtrain_in_process, wait_for, write_spec
+from conftest import TRAINERS, job_status, kill_service, pool, vtrain, vtrain_in_process, wait_for, write_spec
 
 from jupyter_ext import gc, paths
 from jupyter_ext.runner import Supervisor
@@ -200,3 +200,48 @@ def test_the_policy_from_the_environment_prunes_at_once_and_says_so(tmp_path: Pa
     wait_for(lambda: notes, 30, "the policy to run")
     assert not old.exists() and new.is_dir()
     assert notes[0].startswith("pruned the data folder: 1 item(s), ")
+
+
+def test_a_removed_job_is_gone_from_the_service_too(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Whether the service runs during `vtrain gc` or not, the job it removed is not listed after."""
+    from jupyter_ext.service import daemon
+
+    spec = write_spec(tmp_path / "job.yaml", [pool(code="print('trained')")])
+    try:
+        for service_runs in (True, False):
+            code, out, err = vtrain_in_process(capsys, "submit", str(spec), "--follow")
+            assert code == 0 and "trained" in out, err
+            job = re.search(r"customJobs/(\d+)", out)[1]  # type: ignore[index]
+            if not service_runs:
+                daemon.stop()
+            code, out, _ = vtrain_in_process(capsys, "gc", "--older-than", "0s")
+            assert code == 0 and str(paths.jobs_dir() / job) in out
+            code, out, _ = vtrain_in_process(capsys, "jobs")
+            assert code == 0 and job not in out
+            code, _, err = vtrain_in_process(capsys, "cancel", job)
+            assert code == 2 and err.startswith("vtrain: error: 404 ") and f"CustomJob {job} does not exist" in err
+    finally:
+        daemon.stop()
+
+
+def test_what_the_service_saves_after_a_gc_survives_its_restart(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """`vtrain gc` opens the service's store beside the running service: that must not take the
+    store's write-ahead log from under the service, whose later writes would go to a deleted file,
+    lost when the service crashes."""
+    from jupyter_ext.service import daemon
+
+    spec = write_spec(tmp_path / "job.yaml", [pool(code="print('trained')")])
+    try:
+        jobs = []
+        for _ in range(2):
+            code, out, err = vtrain_in_process(capsys, "submit", str(spec), "--follow")
+            assert code == 0, err
+            jobs.append(re.search(r"customJobs/(\d+)", out)[1])  # type: ignore[index]
+            assert vtrain_in_process(capsys, "gc", "--older-than", "30d")[0] == 0  # removes nothing
+        kill_service(daemon.status())  # type: ignore[arg-type]
+        code, out, _ = vtrain_in_process(capsys, "jobs")  # a new service, from the store on disk
+        assert code == 0
+        assert sorted(line.split()[:2] for line in out.splitlines()[1:]) == sorted([job, "SUCCEEDED"] for job in jobs)
+    finally:
+        daemon.stop()

@@ -8,6 +8,7 @@ import asyncio
 import json
 import threading
 import time
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Iterator
@@ -17,9 +18,11 @@ import pytest
 from pytest_jupyter.jupyter_server import *  # noqa: F403  server fixtures for this module only (conftest_jupyter.py)
 from tornado.httpclient import HTTPClientError
 
-from conftest import ROOT, async_wait_for, job_status, pool
+from conftest import ROOT, async_wait_for, job_status, log_lines, pool
 from jupyter_ext import launch
+from jupyter_ext.catalog import DEFAULT_REGION
 from jupyter_ext.handlers import VERTEX_PAGE_SIZE
+from jupyter_ext.launch.logs import STAMP, ReadPace
 
 pytest_plugins = ("conftest_jupyter",)
 
@@ -138,14 +141,28 @@ def stand_in(monkeypatch: pytest.MonkeyPatch) -> Iterator[VertexStandIn]:
 
 
 @pytest.fixture
+def google_paced(monkeypatch: pytest.MonkeyPatch) -> str:
+    """The module's local service under another name (localhost, not 127.0.0.1), as the server's Vertex
+    AI: to the workbench it is not the local service, so its log readers take Google's pace."""
+    from jupyter_ext.service import daemon
+
+    endpoint = daemon.ensure_running()["endpoint"].replace("127.0.0.1", "localhost")
+    monkeypatch.setenv("CLOUDSDK_AUTH_ACCESS_TOKEN_FILE", str(daemon.token_file()))
+    return endpoint
+
+
+@pytest.fixture
 def jp_server_config(request: pytest.FixtureRequest) -> dict[str, Any]:
     """The server with the extension on (the handlers module is an extension of its own; the installed
-    config enables the package); Vertex AI is the stand-in when a test uses it; plus a test's own
-    settings through indirect parametrization."""
+    config enables the package); Vertex AI is the stand-in, or the local service on Google's pace, when a
+    test uses it; plus a test's own settings through indirect parametrization."""
     config: dict[str, Any] = {"ServerApp": {"jpserver_extensions": {"jupyter_ext.handlers": True}}}
     if "stand_in" in request.fixturenames:
         config["VertexTrain"] = {"project": PROJECT, "region": REGION,
                                  "endpoint": request.getfixturevalue("stand_in").endpoint}
+    if "google_paced" in request.fixturenames:
+        config["VertexTrain"] = {"project": launch.LOCAL_PROJECT, "region": DEFAULT_REGION,
+                                 "endpoint": request.getfixturevalue("google_paced")}
     for section, traits in getattr(request, "param", {}).items():
         config[section] = {**config.get(section, {}), **traits}
     return config
@@ -255,6 +272,34 @@ async def test_bad_log_parameters_are_400(jp_fetch: Any, finished_job: launch.Ha
                                           field: str) -> None:
     code, body = await _error(jp_fetch, "jobs", finished_job.id, "logs", params=params)
     assert code == 400 and body["message"].startswith(f"{field}:")
+
+
+def _append_line(log: Path, stamp: str, text: str) -> None:
+    """A line in a replica's log file as the runner writes it."""
+    with open(log, "a") as out:
+        out.write(f"{stamp} stdout {text}\n")
+
+
+async def test_on_googles_pace_the_panel_reads_late_entries_and_is_told_to_wait(jp_fetch: Any,
+                                                                                google_paced: str) -> None:
+    handle = launch.submit({"displayName": "late-entry", "jobSpec": {"workerPoolSpecs": [
+        pool(1, code="print('first', flush=True)"),
+        pool(1, code="import time; time.sleep(1); print('last', flush=True)")]}})
+    assert handle.wait(timeout=60) == "JOB_STATE_SUCCEEDED", handle.error
+    floor = ReadPace.of(launch.Session.of(launch.Target())).floor
+    local = await _json(jp_fetch, "jobs", handle.id, "logs")
+    assert [e["text"] for e in local["entries"]] == ["first", "last"] and local["next_poll_ms"] == floor * 1000 < 1000
+
+    page = await _json(jp_fetch, "jobs", handle.id, "logs", params={"source": "vertex"})
+    assert [e["text"] for e in page["entries"]] == ["first", "last"]
+    assert not page["done"] and page["next_poll_ms"] >= 5000  # Google's floor, not the panel's own second
+    # an entry of the first replica that Cloud Logging ingests late: stamped before the last one read
+    (first, _, _), = log_lines(handle.local_dir, "workerpool0-0")
+    (last, _, _), = log_lines(handle.local_dir, "workerpool1-0")
+    middle = datetime.strptime(first, STAMP) + (datetime.strptime(last, STAMP) - datetime.strptime(first, STAMP)) / 2
+    _append_line(handle.local_dir / "logs" / "workerpool0-0.log", middle.strftime(STAMP), "late")
+    page = await _json(jp_fetch, "jobs", handle.id, "logs", params={"source": "vertex", "cursor": page["next_cursor"]})
+    assert [e["text"] for e in page["entries"]] == ["late"]  # read in the overlap of the panel's first read
 
 
 async def test_cancel_stops_a_running_job(jp_fetch: Any) -> None:

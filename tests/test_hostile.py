@@ -425,7 +425,12 @@ def test_the_queue_counts_replicas_and_keeps_creation_order() -> None:
 
 # ---------------------------------------------------------------- one service, its store, its files
 
-def test_a_second_service_start_says_already_running_and_changes_nothing(witness: Witness, service: dict) -> None:
+def test_a_second_service_start_says_already_running_and_changes_nothing(
+        witness: Witness, service: dict, api: Api, tmp_path: Path) -> None:
+    release = tmp_path / "release"
+    running = api.create(custom_job("running-through-a-second-start", pool(code=_waits_for(release))))
+    api.wait(running, "JOB_STATE_RUNNING")
+    replicas = processes_of_job(running)
     runtime = daemon.runtime_dir()
     before = {name: (runtime / name).read_bytes() for name in ("token", "service.json")}
     done = subprocess.run([sys.executable, "-m", "jupyter_ext.service"], capture_output=True, text=True, timeout=60,
@@ -436,6 +441,10 @@ def test_a_second_service_start_says_already_running_and_changes_nothing(witness
     assert (daemon.status() or {}).get("pid") == service["pid"]
     status = json.loads(vtrain("service", "status", "--json").stdout)
     assert status["pid"] == service["pid"] and status["limits"] == json.loads(before["service.json"])["limits"]
+    # no recovery ran: the running job and its replicas were left alone, and it ends as it would have
+    assert api.job(running)["state"] == "JOB_STATE_RUNNING" and processes_of_job(running) == replicas != []
+    release.touch()
+    api.wait(running, "JOB_STATE_SUCCEEDED")
     witness.intact()
 
 

@@ -176,6 +176,28 @@ def test_argument_mistakes_are_one_line(argv, message):
     assert message in cli_error(*argv)
 
 
+
+def test_a_file_given_as_a_notebook_is_one_line(tmp_path):
+    spec = write_spec(tmp_path / "job.yaml", [pool()])
+    assert cli_error("notebook", "/bin/ls").startswith("NOTEBOOK: /bin/ls is not a Jupyter notebook (")
+    assert cli_error("notebook", str(spec)).startswith(f"NOTEBOOK: {spec} is not a Jupyter notebook (")
+    assert cli_error("notebook", str(write_file(tmp_path / "other.ipynb", {"cells": 3}))).startswith("NOTEBOOK: ")
+    assert not (paths.data_dir() / "notebooks").exists()  # nothing ran
+
+
+def test_a_job_dir_that_cannot_be_a_folder_is_one_line(tmp_path):
+    spec = write_spec(tmp_path / "job.yaml", [pool()])
+    a_file = write_file(tmp_path / "a-file", {})
+    assert cli_error("run", str(spec), "--job-dir", str(a_file)) == f"--job-dir: {a_file} is a file, not a folder"
+    assert cli_error("run", str(spec), "--job-dir", str(a_file / "below")).startswith(
+        f"--job-dir: cannot make the folder {a_file / 'below'} (")
+    assert not (paths.jobs_dir()).exists()  # no job was made
+
+
+def test_the_logs_of_a_job_that_does_not_exist_are_an_error_not_nothing():
+    assert cli_error("logs", "999") == "404 CustomJob 999 does not exist"
+
+
 # ---- the magic says the same ----------------------------------------------------------------------------------------
 
 def test_the_magic_says_the_same_about_its_config_file(ipython, capsys, tmp_path):

@@ -435,6 +435,44 @@ def test_a_time_lower_bound_seeks_instead_of_reading_everything(monkeypatch: pyt
     assert texts(got) == ["l5000", "l5001", "l5002"] and len(read) <= 5
 
 
+@pytest.mark.parametrize("order", ["timestamp asc", "timestamp desc"])
+def test_a_page_ends_at_10_mb_of_entries_and_the_next_goes_on(tmp_path: Path, order: str) -> None:
+    """100 entries of 256 KB: pages of at most 10 MB (40 of them), each entry on exactly one."""
+    from jupyter_ext.service.logs.listing import MAX_PAGE_BYTES
+    big = 256 * 1024
+    job = tmp_path / "big"
+    write_log(job, "workerpool0-0", [(stamp(1, i), "stdout", f"{i:06d}" + "x" * (big - 6)) for i in range(50)])
+    write_log(job, "workerpool1-0", [(stamp(1, i), "stdout", f"{i:06d}" + "é" * (big // 2 - 3)) for i in range(50)])
+    sources = [("9", "proj", job, None)]
+    pages, token = [], ""
+    while True:
+        page = list_entries(sources, order_by=order, page_size=1000, page_token=token)
+        pages.append(page["entries"])
+        if "nextPageToken" not in page:
+            break
+        token = page["nextPageToken"]
+    assert all(sum(len(e["textPayload"].encode()) for e in page) <= MAX_PAGE_BYTES for page in pages)
+    assert [len(page) for page in pages] == [39, 39, 22]  # 40 x 256 KB is the 10 MB, without their other fields
+    got = [e["insertId"] for page in pages for e in page]
+    whole = [e["insertId"] for e in all_pages(sources, order_by=order, page_size=5)]
+    assert got == whole and len(set(got)) == 100
+
+
+def test_a_line_of_bytes_that_are_not_utf8_becomes_entries_of_at_most_256_kb(tmp_path: Path) -> None:
+    """Each bad byte is written as U+FFFD, 3 bytes: 300 KB of them are 900 KB of text."""
+    from conftest import pool
+
+    from jupyter_ext.runner import Supervisor
+    from jupyter_ext.spec import JobSpec
+    code = "import sys; sys.stdout.buffer.write(b'\\xff' * 300_000 + b'\\nnext\\n')"
+    job = JobSpec.from_dict({"workerPoolSpecs": [pool(code=code)]})
+    assert Supervisor(job, job_dir=tmp_path / JOB).run().state == "SUCCEEDED"
+    got = all_pages([(JOB, "proj", tmp_path / JOB, None)], page_size=1000)
+    text = [e["textPayload"] for e in got]
+    assert [len(t.encode()) <= 256 * 1024 for t in text] == [True] * len(text)
+    assert "".join(text[:-1]) == "\ufffd" * 300_000 and text[-1] == "next"
+
+
 # ---------------------------------------------------------------- the real client
 
 def test_google_cloud_logging_client_reads_the_entries(three: list) -> None:

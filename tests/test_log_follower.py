@@ -1,15 +1,23 @@
 """The log follower's parts that decide what is read again and how often: the cursor (overlap and
-de-duplication), the pace per place, and the shared read budget after a 429 (timing is controlled
-with a fake clock: the one place a stand-in is needed)."""
+de-duplication), the pace per place, the shared read budget after a 429, and a follower's polls on
+Google's pace against the real local service (timing is controlled with a fake clock: the one place
+a stand-in is needed)."""
 
 from __future__ import annotations
 
-import pytest
+import json
+import threading
+from collections import defaultdict
 
-from jupyter_ext import launch
+import pytest
+from conftest import log_lines, pool
+
+from jupyter_ext import launch, states
 from jupyter_ext.errors import WorkbenchError
 from jupyter_ext.launch import logs
-from jupyter_ext.launch.logs import LogCursor, ReadBudget, ReadPace
+from jupyter_ext.launch.logs import LogCursor, LogReader, ReadBudget, ReadPace
+from jupyter_ext.service import daemon
+from jupyter_ext.service.emulation import Options
 
 
 def test_the_cursor_reads_late_entries_in_its_window_once() -> None:
@@ -38,9 +46,16 @@ def test_the_cursor_survives_its_text_form_and_refuses_anything_else() -> None:
     cursor = LogCursor(overlap=3.0)
     cursor.admit("2026-01-01T00:00:10.000000Z", "workerpool0-0-000000000042")
     again = LogCursor.decode(cursor.encode())
-    assert (again.since, again.seen, again.overlap) == (cursor.since, cursor.seen, cursor.overlap)
+    assert (again.since, again.seen) == (cursor.since, cursor.seen)
     with pytest.raises(WorkbenchError, match="^cursor: not a cursor this server gave$"):
         LogCursor.decode("not-a-cursor")
+
+
+def test_a_reader_reads_with_its_own_overlap_whoever_made_the_cursor() -> None:
+    google = launch.Session.of(launch.Target(project="p", local=False))
+    for cursor in (None, LogCursor.decode(""), LogCursor.decode(LogCursor(overlap=0.0).encode())):
+        reader = LogReader(google, "q", cursor=cursor)
+        assert reader.cursor.overlap == ReadPace.of(google).overlap > 0
 
 
 def test_google_is_polled_slowly_and_the_local_service_quickly() -> None:
@@ -54,11 +69,16 @@ def test_google_is_polled_slowly_and_the_local_service_quickly() -> None:
 class FakeClock:
     def __init__(self) -> None:
         self.now = 1000.0
+        self.waits: list[float] = []
 
     def monotonic(self) -> float:
         return self.now
 
     def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+    def wait(self, seconds: float, stop: threading.Event | None) -> None:
+        self.waits.append(seconds)
         self.now += seconds
 
 
@@ -78,3 +98,66 @@ def test_a_429_holds_every_reader_and_halves_the_rate(monkeypatch: pytest.Monkey
     clock.now += 120.0
     budget.acquire()
     assert budget.per_minute > 5.0  # quiet minutes give the rate back, step by step
+
+
+def google_paced(project: str = launch.LOCAL_PROJECT) -> launch.Session:
+    """A session on the running local service under another name (localhost, not 127.0.0.1): to the
+    workbench it is a Vertex AI endpoint, not the local service, so its readers take Google's pace."""
+    from google.oauth2.credentials import Credentials
+
+    endpoint = daemon.status()["endpoint"].replace("127.0.0.1", "localhost")
+    session = launch.Session.of(launch.Target(project=project, local=False, endpoint=endpoint,
+                                              credentials=Credentials(token=daemon.read_token())))
+    assert session.local_service() is None and ReadPace.of(session).floor >= 5.0
+    return session
+
+
+def entries_list_requests() -> list[dict]:
+    """The `entries:list` requests the local service recorded (`record_requests`)."""
+    rows = map(json.loads, (daemon.runtime_dir() / "requests.jsonl").read_text().splitlines())
+    return [row for row in rows if row["path"] == "/v2/entries:list"]
+
+
+def test_a_follower_on_googles_pace_polls_all_replicas_at_once_and_stops_after_a_quiet_tail() -> None:
+    daemon.ensure_running(Options(record_requests=True))
+    code = "for n in range(3): print(f'line {n}', flush=True)"
+    handle = launch.submit({"displayName": "paced", "jobSpec": {"workerPoolSpecs": [pool(1, code=code),
+                                                                                    pool(2, code=code)]}})
+    assert handle.wait(timeout=60) == "JOB_STATE_SUCCEEDED", handle.error
+    session, clock = google_paced(), FakeClock()
+    pace = ReadPace.of(session)
+    reader = LogReader(session, launch.log_filter(handle.id), clock=clock)
+    before = len(entries_list_requests())
+    finals: list[float] = []
+
+    def is_final() -> bool:
+        finals.append(clock.now)  # read once per poll, before it
+        return states.is_final(handle.state)
+
+    lines: dict[str, list[str]] = defaultdict(list)
+    for record in reader.follow(is_final):
+        lines[record.task_name].append(record.text)
+    tasks = ("workerpool0-0", "workerpool1-0", "workerpool1-1")
+    assert lines == {task: [text for _, _, text in log_lines(handle.local_dir, task)] for task in tasks}
+    assert len(entries_list_requests()) - before == len(finals) >= 3  # one request per poll for all three replicas
+    assert min(clock.waits) >= pace.floor  # never faster than Google's floor
+    # every line came with the first poll; it stops at the first poll after `settle` of quiet, not before
+    quiet = [at - finals[0] for at in finals]
+    assert quiet[-2] < pace.settle <= quiet[-1]
+
+
+def test_the_panel_is_told_to_poll_at_googles_floor_and_after_a_429_when_the_quota_allows() -> None:
+    from jupyter_ext.handlers import read_log_page
+
+    daemon.ensure_running(Options(read_quota=3))  # entries:list requests a minute and project
+    handle = launch.submit({"displayName": "hint", "jobSpec": {"workerPoolSpecs": [pool(1, code="print('hi')")]}})
+    assert handle.wait(timeout=60) == "JOB_STATE_SUCCEEDED", handle.error
+    google = launch.attach(handle.id, google_paced().target)
+    pages, cursor = [], LogCursor()
+    for _ in range(4):
+        pages.append(read_log_page(google, None, cursor))
+        cursor = LogCursor.decode(pages[-1]["next_cursor"])
+    assert [e["text"] for page in pages for e in page["entries"]] == ["hi"]
+    assert [page["next_poll_ms"] for page in pages[:3]] == [5000] * 3  # Google's floor
+    # the fourth read met the quota: nothing now, and the panel waits for the server's Retry-After
+    assert not pages[3]["done"] and pages[3]["next_poll_ms"] > 50_000

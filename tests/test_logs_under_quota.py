@@ -20,7 +20,7 @@ from typing import Any, Iterator
 import pytest
 from pytest_jupyter.jupyter_server import *  # noqa: F403  server fixtures for this module only (conftest_jupyter.py)
 
-from conftest import TRAINERS, log_lines, pool
+from conftest import TRAINERS, follow_like_the_panel, log_lines, pool
 from jupyter_ext import launch
 from jupyter_ext.service import daemon
 from jupyter_ext.service.emulation import Options
@@ -28,7 +28,6 @@ from jupyter_ext.service.emulation import Options
 pytest_plugins = ("conftest_jupyter",)
 
 QUOTA, DELAY = 20, 2.0
-PANEL_FOLLOW_S = 1.0  # the panel's FOLLOW_MS (labextension/src/jobview.ts)
 MONITOR = """
 import json, sys
 from jupyter_ext import launch
@@ -56,22 +55,6 @@ def limited_service(module_home: Path) -> Iterator[dict[str, Any]]:
 @pytest.fixture
 def jp_server_config() -> dict[str, Any]:
     return {"ServerApp": {"jpserver_extensions": {"jupyter_ext.handlers": True}}}
-
-
-async def _follow_like_the_panel(jp_fetch: Any, job_id: str) -> dict[str, list[str]]:
-    """What the panel's job view does: GET logs with the server's cursor until `done`."""
-    lines: dict[str, list[str]] = defaultdict(list)
-    cursor = ""
-    while True:
-        response = await jp_fetch("vertex-train", "jobs", job_id, "logs", params={"cursor": cursor})
-        page = json.loads(response.body)
-        for entry in page["entries"]:
-            lines[entry["replica"]].append(entry["text"])
-        cursor = page["next_cursor"]
-        if page["done"]:
-            return dict(lines)
-        if len(page["entries"]) < 1000:
-            await asyncio.sleep(PANEL_FOLLOW_S)
 
 
 def _cli_lines(stdout: str) -> dict[str, list[str]]:
@@ -112,7 +95,7 @@ async def test_three_followers_get_every_line_once_within_the_read_quota(limited
     cli = subprocess.Popen([sys.executable, "-m", "jupyter_ext.cli", "logs", handle.id, "--follow"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        panel = await asyncio.wait_for(_follow_like_the_panel(jp_fetch, handle.id), 300)
+        panel = await asyncio.wait_for(follow_like_the_panel(jp_fetch, handle.id), 300)
         monitor_out, _ = monitor.communicate(timeout=300)
         cli_out, cli_err = cli.communicate(timeout=300)
     finally:
@@ -175,7 +158,8 @@ def test_the_service_says_how_it_runs_and_keeps_it(limited_service: dict[str, An
     from conftest import vtrain
 
     status = json.loads(vtrain("service", "status", "--json").stdout)
-    assert status["options"] == {"read_quota": QUOTA, "ingestion_delay": DELAY, "record_requests": True}
+    assert status["options"] == {"read_quota": QUOTA, "ingestion_delay": DELAY, "ingestion_jitter": 0.0,
+                                 "record_requests": True}
     done = vtrain("service", "start", "--read-quota", "5")
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "already runs" in done.stderr and "vtrain service stop" in done.stderr

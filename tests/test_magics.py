@@ -46,8 +46,7 @@ def test_dry_run_shows_the_dockerfile_the_job_and_every_tf_config(ip) -> None:  
 def test_scheduling_flags_reach_the_job_and_the_dry_run_prices_it(ip) -> None:  # type: ignore[no-untyped-def]
     import json
 
-    from jupyter_ext import cost
-    from jupyter_ext.spec import JobSpec
+    from conftest import ROOT
 
     with capture_output() as out:
         ip.run_cell_magic("vertex_train", "--workers 1 --strategy SPOT --timeout 30m --enable-web-access "
@@ -56,10 +55,14 @@ def test_scheduling_flags_reach_the_job_and_the_dry_run_prices_it(ip) -> None:  
     body = json.loads(text.split("# CustomJob (REST body)\n", 1)[1].split("\n# Cost per hour", 1)[0])
     assert body["jobSpec"]["scheduling"] == {"strategy": "SPOT", "timeout": "1800s"}
     assert body["jobSpec"]["enableWebAccess"] is True
-    expected = cost.estimate(JobSpec.load(body), "europe-west4")
+    # the price is computed again here from the data file (as test_cost does), not by cost.estimate
+    assert [p["machineSpec"] for p in body["jobSpec"]["workerPoolSpecs"]] == [{"machineType": "n1-standard-4"}] * 2
+    n1 = json.loads((ROOT / "jupyter_ext" / "data" / "prices.json").read_text())[
+        "regions"]["europe-west4"]["machines"]["n1-standard-4"]
+    spot, on_demand = 2 * n1["spot"], 2 * n1["on_demand"]  # a chief and a worker, no GPUs
     assert "# Cost per hour in europe-west4" in text
-    assert f"Total: {cost.money(expected.spot)} per hour Spot ({cost.money(expected.on_demand)} on demand)" in text
-    assert expected.spot < expected.on_demand
+    assert f"Total: ${spot:.4f} per hour Spot (${on_demand:.4f} on demand)" in text.splitlines()
+    assert spot < on_demand
 
 
 def test_a_spot_job_runs_here_as_standard_and_says_so(ip) -> None:  # type: ignore[no-untyped-def]

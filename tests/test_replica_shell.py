@@ -4,6 +4,7 @@ real CLI against the local service; and what the monitor and the lab panel show 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -13,6 +14,7 @@ from google.cloud.aiplatform_v1 import types as v1
 from conftest import job_id, pool, vtrain, wait_for, write_spec
 from jupyter_ext import launch, replica_shell
 from jupyter_ext.service import daemon
+from widgets.logbuffer import access_html
 
 # prints the environment it was given, then waits to be entered
 REPLICA = """\
@@ -24,12 +26,39 @@ time.sleep(120)
 SHOW_SPEC = ["--", "python", "-c", "import os; print(os.environ['CLUSTER_SPEC'])"]
 
 
+@pytest.fixture
+def shell_service(module_home: Path) -> dict[str, Any]:
+    """The module's local service: all a process-backend job needs (no Docker)."""
+    return daemon.ensure_running()
+
+
 @pytest.fixture(scope="module")
-def shell_service(module_home: Path, docker_services: Any) -> Iterator[dict[str, Any]]:
-    """The module's local service, able to run docker-backend jobs on the test engine."""
+def docker_shell_service(module_home: Path, docker_services: Any) -> Iterator[dict[str, Any]]:
+    """The module's local service, able to run docker-backend jobs on the test engine: started again with
+    DOCKER_HOST, since one a process test started before cannot reach that engine."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("DOCKER_HOST", docker_services.engine_url)
+        daemon.stop()
         yield daemon.ensure_running()
+
+
+@dataclass
+class Backend:
+    name: str
+    replica: dict[str, Any]  # how pool() runs REPLICA on it
+    env: dict[str, str]  # what `vtrain shell` needs to reach it
+
+
+@pytest.fixture(params=["process", "docker"])
+def backend(request: pytest.FixtureRequest) -> Backend:
+    """A replica backend with a service that runs it; only the docker one needs the Docker test services."""
+    if request.param == "process":
+        request.getfixturevalue("shell_service")
+        return Backend("process", {"code": REPLICA}, {})
+    docker = request.getfixturevalue("docker_services")
+    request.getfixturevalue("docker_shell_service")
+    return Backend("docker", {"image": docker.base_image, "command": ["python", "-c", REPLICA]},
+                   {"DOCKER_HOST": docker.engine_url})
 
 
 @pytest.fixture(autouse=True)
@@ -58,25 +87,20 @@ def _cancel(job: str) -> None:
     wait_for(lambda: handle.refresh().state.name == "JOB_STATE_CANCELLED", 60, "the job to be cancelled")
 
 
-@pytest.mark.parametrize("backend", ["process", "docker"])
-def test_a_shell_command_runs_inside_the_replica_with_its_cluster_spec(shell_service: dict, docker_services: Any,
-                                                                       tmp_path: Path, backend: str) -> None:
-    image = {"image": docker_services.base_image, "command": ["python", "-c", REPLICA]} if backend == "docker" \
-        else {"code": REPLICA}
-    job = _submit(tmp_path, pool(1, **image), "--enable-web-access", "--backend", backend)
+def test_a_shell_command_runs_inside_the_replica_with_its_cluster_spec(backend: Backend, tmp_path: Path) -> None:
+    job = _submit(tmp_path, pool(1, **backend.replica), "--enable-web-access", "--backend", backend.name)
     try:
         for task in ("workerpool1-1", "workerpool0-0"):
             expected = _printed(job, task, "SPEC")
-            done = vtrain("shell", job, "--replica", task, *SHOW_SPEC, env={"DOCKER_HOST": docker_services.engine_url})
+            done = vtrain("shell", job, "--replica", task, *SHOW_SPEC, env=backend.env)
             assert done.returncode == 0, done.stderr
             assert json.loads(done.stdout) == json.loads(expected)
             pool_index, index = task.split("-")
             task_of = json.loads(done.stdout)["task"]
             assert (task_of["type"], task_of["index"]) == (pool_index, int(index))
-        where = vtrain("shell", job, "--replica", "workerpool1-0", "--", "pwd",
-                       env={"DOCKER_HOST": docker_services.engine_url})
+        where = vtrain("shell", job, "--replica", "workerpool1-0", "--", "pwd", env=backend.env)
         assert where.stdout.strip() == _printed(job, "workerpool1-0", "CWD")  # the replica's working folder
-        failing = vtrain("shell", job, "--", "sh", "-c", "exit 7", env={"DOCKER_HOST": docker_services.engine_url})
+        failing = vtrain("shell", job, "--", "sh", "-c", "exit 7", env=backend.env)
         assert failing.returncode == 7  # the command's exit code is vtrain's
     finally:
         _cancel(job)
@@ -151,3 +175,50 @@ def test_vertex_access_links_are_the_uris_vertex_returned() -> None:
     assert row["access"] == replica_shell.access(job, local=False)
     job.job_spec.enable_web_access = False
     assert replica_shell.access(job, local=False) == {}
+
+
+DASHBOARD_URI = "https://def-dot-us-central1.aiplatform-training.googleusercontent.com"
+
+
+def _vertex_job(web: bool, dashboard: bool, uris: dict[str, str]) -> v1.CustomJob:
+    return v1.CustomJob(name="projects/p/locations/us-central1/customJobs/8", state="JOB_STATE_RUNNING",
+                        job_spec={"enable_web_access": web, "enable_dashboard_access": dashboard,
+                                  "worker_pool_specs": [{"replica_count": 1}, {"replica_count": 1}]},
+                        web_access_uris=uris)
+
+
+def test_a_dashboard_only_job_shows_its_dashboard_link_labelled_as_one() -> None:
+    """Vertex AI returns the dashboard in webAccessUris keyed `workerpool0-0:PORT` (Google's Dask sample)."""
+    job = _vertex_job(web=False, dashboard=True, uris={"workerpool0-0:8888": DASHBOARD_URI})
+    assert replica_shell.access(job, local=False) == {"workerpool0-0:8888": DASHBOARD_URI}
+    assert launch.job_row(job, local=False)["access"] == {"workerpool0-0:8888": DASHBOARD_URI}
+    links = replica_shell.links(job, local=False)
+    assert [(link.kind, link.label, link.target) for link in links] == [
+        ("dashboard", "dashboard of workerpool0-0 (port 8888)", DASHBOARD_URI)]
+    assert replica_shell.heading(links) == "Open the dashboard"
+    job.job_spec.enable_dashboard_access = False
+    assert replica_shell.access(job, local=False) == {} and replica_shell.links(job, local=False) == []
+
+
+def test_shells_and_the_dashboard_are_told_apart() -> None:
+    shell0, shell1 = "https://a-dot-us-central1.aiplatform-training.googleusercontent.com", "https://b-dot-x"
+    job = _vertex_job(web=True, dashboard=True, uris={"workerpool1-0": shell1, "workerpool0-0:8888": DASHBOARD_URI,
+                                                       "workerpool0-0": shell0})
+    links = replica_shell.links(job, local=False)
+    assert [(link.label, link.target) for link in links] == [
+        ("shell in workerpool0-0", shell0), ("shell in workerpool1-0", shell1),
+        ("dashboard of workerpool0-0 (port 8888)", DASHBOARD_URI)]
+    assert replica_shell.heading(links) == "Shell into a replica or open the dashboard"
+    assert replica_shell.heading(links[:2]) == "Shell into a replica"
+
+
+def test_the_monitor_and_the_panel_say_what_each_link_opens() -> None:
+    job = v1.CustomJob(name="projects/p/locations/us-central1/customJobs/7", state="JOB_STATE_RUNNING",
+                       job_spec={"enable_dashboard_access": True,
+                                 "worker_pool_specs": [{"machine_spec": {"machine_type": "n1-standard-4"},
+                                                        "replica_count": 1}]},
+                       web_access_uris={"workerpool0-0:8888": DASHBOARD_URI})
+    shown = access_html(replica_shell.links(job, local=False))
+    assert shown.startswith('<div class="vtrain-access">Open the dashboard: <a href="')
+    assert ">dashboard of workerpool0-0 (port 8888)</a>" in shown and "Shell" not in shown
+    assert launch.job_row(job, local=False)["access_heading"] == "Open the dashboard"

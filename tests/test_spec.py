@@ -398,13 +398,108 @@ def test_scheduling_and_access_fields_survive_every_vertex_format(fmt, as_yaml):
     assert back.custom_job() == scheduled_message()
 
 
+# SCHEDULED as a user of google-cloud-aiplatform writes it: CustomJob(...) arguments and run() keywords
+SDK_RUN = {"timeout": 86400, "restart_job_on_worker_restart": True, "scheduling_strategy": "FLEX_START",
+           "disable_retries": True, "max_wait_duration": 3600, "service_account": SA, "network": NETWORK,
+           "enable_web_access": True, "tensorboard": TENSORBOARD}
+SDK_SCHEDULED = {"display_name": "scheduled",
+                 "worker_pool_specs": JobSpec.load(SCHEDULED).to_dict("sdk")["worker_pool_specs"],
+                 "persistent_resource_id": "pool-1", "reserved_ip_ranges": ["range-a", "range-b"],
+                 "enable_dashboard_access": True, **SDK_RUN}
+
+
 def test_the_sdk_form_holds_them_under_the_sdks_names():
     sdk = JobSpec.load(SCHEDULED).to_dict("sdk")
-    assert sdk["scheduling"] == {"timeout": "86400s", "restart_job_on_worker_restart": True, "strategy": "FLEX_START",
-                                 "disable_retries": True, "max_wait_duration": "3600s"}
-    assert (sdk["reserved_ip_ranges"], sdk["enable_dashboard_access"], sdk["tensorboard"],
-            sdk["persistent_resource_id"]) == (["range-a", "range-b"], True, TENSORBOARD, "pool-1")
+    assert sdk == SDK_SCHEDULED  # run()'s keywords, durations in whole seconds, the strategy by name
+    assert "scheduling" not in sdk
     assert sdk["worker_pool_specs"][0]["machine_spec"]["reservation_affinity"]["values"] == RESERVATION["values"]
+
+
+@pytest.mark.parametrize("as_yaml", [False, True], ids=["json", "yaml"])
+def test_the_sdk_forms_run_keywords_load_and_round_trip(as_yaml):
+    job = JobSpec.load(SDK_SCHEDULED)
+    assert job.custom_job() == scheduled_message()
+    text = job.dump("sdk", as_yaml=as_yaml)
+    assert (yaml.safe_load if as_yaml else json.loads)(text) == SDK_SCHEDULED
+    assert JobSpec.load(text) == job == JobSpec.load(SCHEDULED)
+
+
+def test_the_sdk_form_means_what_the_real_sdk_sends(monkeypatch):
+    """CustomJob(**its arguments).run(**its keywords) with google-cloud-aiplatform creates the job the form loads."""
+    import inspect
+
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import aiplatform
+    from google.cloud.aiplatform import initializer
+
+    sent = []
+
+    class Created(Exception):
+        pass
+
+    class Client:  # records the request run() sends, and stops there
+        def create_custom_job(self, parent, custom_job, timeout=None):
+            sent.append(custom_job)
+            raise Created
+
+    form = dict(SDK_SCHEDULED, scheduling_strategy=v1.Scheduling.Strategy.FLEX_START)
+    run_keywords = set(inspect.signature(aiplatform.CustomJob.run).parameters) - {"self"}
+    run = {k: form.pop(k) for k in list(form) if k in run_keywords}
+    spec_only = {k: form.pop(k) for k in ("reserved_ip_ranges", "enable_dashboard_access")}  # run() lacks them
+    aiplatform.init(project="p", location="us-central1", credentials=AnonymousCredentials(),
+                    staging_bucket="gs://b")
+    try:
+        custom = aiplatform.CustomJob(**form)
+        for key, value in spec_only.items():
+            setattr(custom.job_spec, key, value)
+        custom.api_client = Client()
+        with pytest.raises(Created):
+            custom.submit(**run)
+    finally:
+        initializer.global_config.__init__()
+    sent[0].job_spec.base_output_directory = None  # the SDK's own default (a staging folder) is not the form's
+    assert JobSpec.load(sent[0]).custom_job() == JobSpec.load(SDK_SCHEDULED).custom_job()
+
+
+@pytest.mark.parametrize("keywords,scheduling", [
+    ({"timeout": 0}, {}),  # run(): a timeout of 0 or None is the default, 7 days
+    ({"timeout": None, "disable_retries": False}, {}),
+    ({"max_wait_duration": 0, "scheduling_strategy": "FLEX_START"}, {"maxWaitDuration": "0s", "strategy": "FLEX_START"}),
+    ({"scheduling_strategy": 4}, {"strategy": "SPOT"}),  # a Scheduling.Strategy is an int
+    ({"timeout": 1800, "scheduling": {"strategy": "SPOT"}}, {"timeout": "1800s", "strategy": "SPOT"}),
+])
+def test_run_keywords_have_the_sdks_meaning(keywords, scheduling):
+    job = JobSpec.load({"worker_pool_specs": [pool(form="sdk")], **keywords})
+    assert job.to_dict("rest")["jobSpec"].get("scheduling", {}) == scheduling
+
+
+def test_what_run_cannot_say_stays_under_scheduling_in_the_sdk_form():
+    job = JobSpec.load({"displayName": "x", "jobSpec": {"workerPoolSpecs": [pool()],
+                                                         "scheduling": {"timeout": "1.5s", "strategy": "SPOT"}}})
+    sdk = job.to_dict("sdk")
+    assert (sdk["scheduling"], sdk["scheduling_strategy"]) == ({"timeout": "1.500s"}, "SPOT")
+    assert "timeout" not in sdk and JobSpec.load(sdk) == job
+
+
+@pytest.mark.parametrize("keywords,error", [
+    ({"timeout": "1h"}, "timeout: must be a whole number of seconds (as CustomJob.run() takes it), not text"),
+    ({"timeout": 90.5}, "timeout: must be a whole number of seconds (as CustomJob.run() takes it), not 90.5"),
+    ({"max_wait_duration": -1}, "max_wait_duration: must not be negative (-1)"),
+    ({"scheduling_strategy": "CHEAP"},
+     "scheduling_strategy: invalid value 'CHEAP' (valid: ON_DEMAND, LOW_COST, STANDARD, SPOT, FLEX_START)"),
+    ({"scheduling_strategy": 5},
+     "scheduling_strategy: invalid value 5 (valid: ON_DEMAND, LOW_COST, STANDARD, SPOT, FLEX_START)"),
+    ({"disable_retries": "yes"}, "disable_retries: must be true or false, not text"),
+    ({"timeout": 60, "scheduling": {"timeout": "60s"}},
+     "timeout: given twice, as timeout and as scheduling.timeout; keep one"),
+    ({"scheduling_strategy": "SPOT", "scheduling": {"strategy": "SPOT"}},
+     "scheduling_strategy: given twice, as scheduling_strategy and as scheduling.strategy; keep one"),
+    ({"sync": False}, "unknown field 'sync'"),  # how run() waits, not a field of the job
+])
+def test_a_wrong_run_keyword_is_one_line_naming_it(keywords, error):
+    with pytest.raises(SpecError) as err:
+        JobSpec.load({"worker_pool_specs": [pool(form="sdk")], **keywords})
+    assert str(err.value) == error
 
 
 @pytest.mark.parametrize("path,change", [

@@ -7,6 +7,7 @@ import functools
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -304,6 +305,12 @@ def test_a_failed_tuning_job_fails_the_cell_but_a_failed_trial_does_not(service:
     flags = '--tune "units=int:1:2" --metric accuracy:maximize --trials 2 --parallel 2 --algorithm grid'
     ipython.run_cell_magic("vertex_train", f'{flags} --args "--fail-on 1" --name one-trial-fails tuned', cell)
     assert ipython.user_ns["tuned"].state == "JOB_STATE_SUCCEEDED"  # an infeasible trial is not a failed job
-    with pytest.raises(JobFailedError, match=r"^HyperparameterTuningJob \d+ \(all-trials-fail\) FAILED: all 2 "
-                                             r"trials failed; last failure: trial \d: "):
+    with pytest.raises(JobFailedError) as failed:
         ipython.run_cell_magic("vertex_train", f'{flags} --args "--fail-on 1,2" --name all-trials-fail', cell)
+    # the whole line: the job, its last failed trial, that trial's replica, how it ended, and its log
+    line = re.fullmatch(r"HyperparameterTuningJob (\d+) \(all-trials-fail\) FAILED: all 2 trials failed; last failure: "
+                        r"trial ([12]): replica workerpool0-0 exited with code 1; its log: (\S+)", str(failed.value))
+    assert line, str(failed.value)
+    job, trial, log = line.groups()
+    assert Path(log) == launch.attach(job).local_dir / "trials" / trial / "logs" / "workerpool0-0.log"
+    assert f"trial {trial} breaks on purpose" in Path(log).read_text()

@@ -274,6 +274,9 @@ def test_legacy_config_without_job_id_validates_whatever_its_file_name(capsys, t
 REDUCERS = pool(replicas=4, machine="n1-highcpu-16", image="us-docker.pkg.dev/vertex-ai-restricted/training/"
                                                              "reductionserver:latest")
 FLEX = {"strategy": "FLEX_START", "maxWaitDuration": "7200s", "timeout": "86400s"}
+A4X = {"machineType": "a4x-highgpu-4g", "acceleratorType": "NVIDIA_GB200", "acceleratorCount": 4}
+TF_GPU = "us-docker.pkg.dev/vertex-ai/training/tf-gpu.2-17.py310:latest"  # a prebuilt image, linux/amd64
+ARM64_IMAGE = "us-docker.pkg.dev/p/trainers/a4x:1-arm64"  # the user's own, as `vtrain build --machine-type` tags it
 
 GOOD_SCHEDULING = {
     "FLEX_START, A100 in every pool": ([pool(machineSpec=A100), pool(replicas=3, machineSpec=A100)], {"scheduling": FLEX}),
@@ -284,6 +287,7 @@ GOOD_SCHEDULING = {
     "SPOT, one TPU host": ([pool(machine="ct5lp-hightpu-4t", topology="2x2")], {"scheduling": {"strategy": "SPOT"}}),
     "SPOT, one TPU v3 device": ([pool(machine="cloud-tpu", accelerator="TPU_V3", accelerator_count=8)],
                                 {"scheduling": {"strategy": "SPOT"}}),
+    "A4X running its own image (built for linux/arm64)": ([pool(machineSpec=A4X, image=ARM64_IMAGE)], {}),
     "every access field": ([pool()], {"serviceAccount": SA, "network": "projects/123/global/networks/vpc",
                                       "reservedIpRanges": ["r-a"], "enableWebAccess": True,
                                       "enableDashboardAccess": True, "persistentResourceId": "pool-1",
@@ -329,6 +333,14 @@ BAD_SCHEDULING = [
      "needs network"),
     ("service account without a domain", [pool()], {"serviceAccount": "trainer"}, "serviceAccount",
      "'trainer' is not a service account email"),
+    ("A4X package on the x86 prebuilt tf-gpu image",
+     [pool(machineSpec=A4X, containerSpec=None, pythonPackageSpec={**PACKAGE, "executorImageUri": TF_GPU})], {},
+     "workerPoolSpecs[0].pythonPackageSpec.executorImageUri",
+     (f"{TF_GPU} is a Vertex AI prebuilt image, built for linux/amd64 only; a4x-highgpu-4g has arm64 CPUs and "
+      "needs an image built for linux/arm64 (vtrain build --machine-type a4x-highgpu-4g builds one)")),
+    ("A4X workers running the prebuilt image as a container", [pool(image=ARM64_IMAGE, machineSpec=A4X),
+                                                               pool(replicas=2, image=TF_GPU, machineSpec=A4X)],
+     {}, "workerPoolSpecs[1].containerSpec.imageUri", "is a Vertex AI prebuilt image, built for linux/amd64 only"),
 ]
 
 
@@ -383,6 +395,23 @@ def test_what_the_region_data_does_not_cover_is_allowed_with_a_notice():
 def test_notices_are_allowed_and_name_the_field(pools, spec, notice):
     j = job(*pools, **spec)
     assert problems(j) == [] and notices(j) == [notice]
+
+
+def test_a_prebuilt_image_on_a4x_is_refused_instead_of_noticed(capsys, tmp_path):
+    """The refusal replaces the arm64 notice for that pool; `vtrain validate` exits 2 with the one line."""
+    a4x_package = pool(machineSpec=A4X, containerSpec=None, pythonPackageSpec={**PACKAGE, "executorImageUri": TF_GPU})
+    assert notices(job(a4x_package)) == []
+    path = write_spec(tmp_path / "a4x.json", [a4x_package])
+    code, out, err = vtrain_in_process(capsys, "validate", str(path))
+    assert (code, out) == (2, "")
+    assert err.splitlines() == [
+        (f"vtrain: error: workerPoolSpecs[0].pythonPackageSpec.executorImageUri: {TF_GPU} is a Vertex AI prebuilt "
+         "image, built for linux/amd64 only; a4x-highgpu-4g has arm64 CPUs and needs an image built for linux/arm64 "
+         "(vtrain build --machine-type a4x-highgpu-4g builds one)")]
+    own = write_spec(tmp_path / "own.json", [pool(machineSpec=A4X, image=ARM64_IMAGE)])
+    assert vtrain_in_process(capsys, "validate", str(own)) == (
+        0, "ok\n", ("vtrain: note: workerPoolSpecs[0].machineSpec.machineType: a4x-highgpu-4g has arm64 CPUs: its "
+                    "image must be built for linux/arm64 (vtrain build --machine-type a4x-highgpu-4g)\n"))
 
 
 def test_vtrain_validate_with_a_region_without_h100(capsys, tmp_path):

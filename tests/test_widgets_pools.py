@@ -269,12 +269,43 @@ def test_export_buttons_show_the_cores_exports():
     w = PoolConfigurator(spec=four_pools(), region="europe-west4")
     labels = {kind: button.description for kind, button in w.export_buttons.items()}
     assert labels == {"gcloud": "gcloud command", "sdk": "Python SDK", "yaml": "config.yaml"}
+    masked = JobSpec.load(sensitive.mask_env(w.spec.to_dict("rest")))  # what is shown by default
     for kind, core in (("gcloud", "gcloud-command"), ("sdk", "sdk-code"), ("yaml", "gcloud-config")):
         w.export_buttons[kind].click()
-        text = exports.export(w.spec, core, "europe-west4")
+        text = exports.export(masked, core, "europe-west4")
         assert w.export_kind == kind and w.export(kind) == text
         assert w.export_output.value == _html.pre(text)
         assert _html.heading(labels[kind]) in w.to_html()
+        w.show_env_checkbox.value = True
+        assert w.export(kind) == exports.export(w.spec, core, "europe-west4")
+        w.show_env_checkbox.value = False
+
+
+def widget_html(widget):
+    """Every string the widget and its descendants hold in their synced state (what a saved notebook keeps)."""
+    state = json.dumps(widget.get_state(), default=str)
+    children = getattr(widget, "children", ())
+    return state + "".join(widget_html(child) for child in children)
+
+
+def test_env_values_are_masked_in_every_export_until_the_user_asks():
+    secret = "supersecret123"
+    w = PoolConfigurator(spec={"workerPoolSpecs": [pool(image=IMAGE, env={"API_TOKEN": secret}), pool(image=IMAGE)]})
+    shown = []
+    for kind, button in w.export_buttons.items():
+        button.click()
+        shown += [w.export(kind), w.export_output.value, w.to_html(), w.to_text(), widget_html(w)]
+    assert all("API_TOKEN" in w.export(kind) for kind in ("sdk", "yaml"))  # the variable is named, not its value
+    assert shown and not any(secret in text for text in shown)
+    assert "'***'" in w.export("sdk") and "value: '***'" in w.export("yaml")
+    bundle = w._repr_mimebundle_()
+    assert secret not in bundle["text/html"] and secret not in bundle["text/plain"]
+
+    assert w.show_env_checkbox in w.children[-2].children  # in the export row
+    w.show_env_checkbox.value = True
+    assert secret in w.export_output.value and secret in w.to_html() and secret in w.export("yaml")
+    w.show_env_checkbox.value = False
+    assert secret not in w.export_output.value and secret not in w.export("sdk")
 
 
 def test_exports_follow_changes():
@@ -369,8 +400,10 @@ def test_scheduling_and_access_section_sets_the_fields():
     assert [label for label, _ in section.controls["strategy"].options] == [
         "default (STANDARD)", "STANDARD", "SPOT", "FLEX_START"]
     edits = {"strategy": "SPOT", "timeout": "90m", "restart": True, "service_account": "sa@p.iam.gserviceaccount.com",
-             "network": "projects/1/global/networks/vpc", "web_access": True, "dashboard_access": True,
-             "tensorboard": "projects/p/locations/us-central1/tensorboards/1", "reservation": "ANY"}
+             "network": "projects/1/global/networks/vpc", "reserved_ip_ranges": "range-a, range-b",
+             "web_access": True, "dashboard_access": True,
+             "tensorboard": "projects/p/locations/us-central1/tensorboards/1", "reservation": "ANY",
+             "persistent_resource": "pr-1"}
     for field, value in edits.items():
         section.controls[field].value = value
     spec = w.spec.spec
@@ -383,6 +416,11 @@ def test_scheduling_and_access_section_sets_the_fields():
     assert w.valid, w.problems
     assert f"${cost.estimate(w.spec, 'us-central1').spot:.4f}/h Spot" in w.cost_html.value
     assert "scheduling_strategy=Scheduling.Strategy.SPOT" in w.export("sdk")
+    body = json.loads(exports.export(w.spec, "rest", w.region))["jobSpec"]
+    assert (body["reservedIpRanges"], body["persistentResourceId"]) == (["range-a", "range-b"], "pr-1")
+    assert "persistent_resource_id='pr-1'" in w.export("sdk")
+    section.controls["reserved_ip_ranges"].value = ""  # emptied: the job has none
+    assert "reservedIpRanges" not in json.loads(exports.export(w.spec, "rest", w.region))["jobSpec"]
 
 
 def test_a_bad_duration_is_one_line_naming_the_flag():
@@ -413,5 +451,6 @@ def test_a_job_with_scheduling_and_access_round_trips_through_the_configurator()
     controls = w.access_section.controls
     assert (controls["strategy"].value, controls["timeout"].value, controls["restart"].value,
             controls["disable_retries"].value, controls["dashboard_access"].value) == ("SPOT", "2h", True, True, True)
+    assert (controls["reserved_ip_ranges"].value, controls["persistent_resource"].value) == ("r-a", "pr")
     controls["strategy"].value = ""
     assert "strategy" not in w.spec.to_dict("rest")["jobSpec"]["scheduling"]

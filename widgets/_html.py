@@ -8,12 +8,11 @@ widget front end.
 from __future__ import annotations
 
 from html import escape
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
-if TYPE_CHECKING:
-    from jupyter_ext.cost import Estimate
+from jupyter_ext.cost import Estimate, money
 
 RED, GREEN, GREY = "#c5221f", "#188038", "#5f6368"
 _PRE = ("margin:2px 0;padding:6px 8px;background:rgba(127,127,127,0.08);border-radius:4px;"
@@ -41,9 +40,25 @@ def problem_list(problems: list[str]) -> str:
     return f'<ul class="vtrain-problems" style="color:{RED};margin:2px 0;padding-left:18px">{items}</ul>'
 
 
-def cost(estimate: Estimate) -> str:
-    """The estimate's one-line summary, then what is not priced, in grey."""
-    lines = [f'<div class="vtrain-cost" style="margin:2px 0">{escape(estimate.summary())}</div>']
+def cost(estimate: Estimate, titles: dict[int, str] | None = None) -> str:
+    """The estimate's one-line summary (the job's total, labelled with the prices' date), a row per
+    pool (on demand and Spot per hour, or what has no price), then what is not priced, in grey.
+    `titles` names the pools by position (default: workerPoolSpecs[N])."""
+    titles = titles or {}
+    rows = []
+    for p in estimate.pools:
+        shape = f"{p.replicas} x {p.machine_type}" + (f" + {p.accelerator_count} x {p.accelerator}"
+                                                      if p.accelerator else "")
+        on_demand, spot = p.total(), p.total(spot=True)
+        prices = ([f"{money(on_demand)}/h", f"{money(spot)}/h"] if on_demand is not None and spot is not None
+                  else ["not priced", "not priced"])
+        cells = [titles.get(p.position, f"workerPoolSpecs[{p.position}]"), shape, *prices]
+        rows.append(f'<tr data-pool="{p.position}">' + "".join(
+            f'<td style="padding:0 8px 0 0">{escape(c)}</td>' for c in cells) + "</tr>")
+    head = "".join(f'<th style="text-align:left;padding:0 8px 0 0">{h}</th>'
+                   for h in ("Pool", "Machines", "On demand", "Spot"))
+    lines = [f'<div class="vtrain-cost" style="margin:2px 0">{escape(estimate.summary())}</div>',
+             f'<table class="vtrain-cost-pools" style="font-size:12px"><tr>{head}</tr>{"".join(rows)}</table>']
     lines += [note(f"not priced: {line}") for line in estimate.unpriced]
     return "".join(lines)
 

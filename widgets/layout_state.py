@@ -23,9 +23,10 @@ comes back unchanged; `None` means a pool made in the UI, which runs the
 primary's code.
 
 `access` holds the values of the scheduling and access flags the section edits
-(`ACCESS_FIELDS`, keywords of `scheduling.apply`): strings as typed ("" for unset)
-and booleans. `build_job` applies them last, so they replace what the loaded job
-had; a `reservation` of None (the pools use different ones) leaves the pools' own.
+(`ACCESS_FIELDS`, keywords of `scheduling.apply`): strings as typed ("" for unset;
+`reserved_ip_ranges` as comma-separated names) and booleans. `build_job` applies
+them last, so they replace what the loaded job had; a `reservation` of None (the
+pools use different ones) leaves the pools' own.
 
 `problems(state)` are the core's rules in the chosen region; `notices(state)` and
 `estimate(state)` (the cost per hour) follow the region too.
@@ -50,9 +51,10 @@ _CODE_KEYS = ("containerSpec", "pythonPackageSpec")
 # the scheduling.apply() keywords the "Scheduling & access" section edits, and the CustomJobSpec
 # keys they own (taken out of `extra`, so the section's values are the only ones)
 ACCESS_FIELDS = ("strategy", "max_wait", "timeout", "restart", "disable_retries", "service_account", "network",
-                 "web_access", "dashboard_access", "tensorboard", "reservation")
-_ACCESS_SPEC_KEYS = ("scheduling", "serviceAccount", "network", "enableWebAccess", "enableDashboardAccess",
-                     "tensorboard")
+                 "reserved_ip_ranges", "web_access", "dashboard_access", "tensorboard", "reservation",
+                 "persistent_resource")
+_ACCESS_SPEC_KEYS = ("scheduling", "serviceAccount", "network", "reservedIpRanges", "enableWebAccess",
+                     "enableDashboardAccess", "tensorboard", "persistentResourceId")
 
 
 # ---- state -----------------------------------------------------------------

@@ -4,6 +4,14 @@ filtering, colours and HTML. No widgets here, so it is tested without a browser.
 The buffers keep the last `max_lines` lines per replica and for the "all" view:
 the full log stays on disk and in the log API, and 100k lines never reach the
 browser at once.
+
+Lines are shown as a terminal would show them: progress bars (Keras, tqdm)
+rewrite their line with `\r`, so one epoch is one line. The runner splits a line
+longer than MAX_LINE bytes into several entries (`jupyter_ext.runner.logs`), and
+an epoch of thousands of updates is such a line; entries carry no mark of it, so
+an entry of (nearly) MAX_LINE bytes is taken as unfinished: its replica's next
+entry of the same stream goes on with it. Until then the line shows its latest
+state, and is replaced in place as it goes on.
 """
 
 from __future__ import annotations
@@ -12,8 +20,11 @@ import collections
 import html
 import re
 import threading
-from dataclasses import dataclass
-from typing import Iterable
+from dataclasses import dataclass, replace
+from typing import Iterable, NamedTuple
+
+from jupyter_ext import replica_shell
+from jupyter_ext.runner.logs import MAX_LINE
 
 ALL = "all"
 # distinct, readable on light and dark backgrounds
@@ -31,6 +42,14 @@ class Line:
     severity: str = "INFO"
 
 
+class _Unfinished(NamedTuple):
+    """A line whose end has not come yet: as shown, where the terminal's cursor is, and the start of an
+    escape sequence that the last entry was cut in."""
+    line: Line
+    at: int
+    escape: str
+
+
 class LogBuffer:
     """Thread-safe: a follower thread adds, the view reads."""
 
@@ -38,19 +57,44 @@ class LogBuffer:
         self.max_lines = max_lines
         self._views: dict[str, collections.deque[Line]] = {ALL: collections.deque(maxlen=max_lines)}
         self._counts: collections.Counter[str] = collections.Counter()
+        self._unfinished: dict[tuple[str, str], _Unfinished] = {}  # by replica and stream (severity)
         self._lock = threading.Lock()
         self.version = 0  # bumps on every change, so a view knows when to redraw
 
     def add(self, lines: Iterable[Line]) -> None:
+        """Add log entries as read (raw text): each is shown folded, a piece of a split line with the
+        pieces before it."""
         with self._lock:
             for line in lines:
-                view = self._views.get(line.task_name)
-                if view is None:
-                    view = self._views[line.task_name] = collections.deque(maxlen=self.max_lines)
-                view.append(line)
-                self._views[ALL].append(line)
-                self._counts[line.task_name] += 1
+                key = (line.task_name, line.severity)
+                before = self._unfinished.pop(key, None)
+                start = before or _Unfinished(replace(line, text=""), 0, "")
+                text, at, escape = _write(start.line.text, start.at, start.escape + line.text)
+                shown = replace(start.line, text=text)
+                if before:  # goes on in place, with the time it started
+                    self._replace(before.line, shown)
+                else:
+                    self._append(shown)
+                if _continues(line.text):
+                    self._unfinished[key] = _Unfinished(shown, at, escape)
             self.version += 1
+
+    def _append(self, line: Line) -> None:
+        view = self._views.get(line.task_name)
+        if view is None:
+            view = self._views[line.task_name] = collections.deque(maxlen=self.max_lines)
+        view.append(line)
+        self._views[ALL].append(line)
+        self._counts[line.task_name] += 1
+
+    def _replace(self, old: Line, new: Line) -> None:
+        for view in (self._views[old.task_name], self._views[ALL]):
+            for n in range(len(view) - 1, -1, -1):
+                if view[n] is old:
+                    view[n] = new
+                    break
+            else:  # pushed out by newer lines meanwhile: its latest state comes back at the end
+                view.append(new)
 
     def lines(self, view: str = ALL, search: str = "") -> list[Line]:
         with self._lock:
@@ -66,17 +110,31 @@ class LogBuffer:
 
 
 _SGR = re.compile(r"\x1b\[[0-9;]*m")  # colours and bold, which Keras 3 writes even to files
+_CUT_SGR = re.compile(r"\x1b(\[[0-9;]*)?\Z")  # one that an entry's end cut short
 
 
-def fold(text: str) -> str:
-    """A line as a terminal shows it: progress bars (Keras, tqdm) rewrite the line with `\r`
-    (Keras first backs up with `\b`), so what stays is each column's last character."""
+def _write(shown: str, at: int, text: str) -> tuple[str, int, str]:
+    """`text` written on a terminal line that shows `shown` with the cursor at column `at`: the line
+    then, the cursor, and an escape sequence cut short at the end (to go on with the next entry)."""
+    escape = ""
     if "\r" not in text and "\b" not in text and "\x1b" not in text:
-        return text
-    shown = ""
-    for part in _SGR.sub("", text).replace("\b", "").split("\r"):
-        shown = part + shown[len(part):]
-    return shown
+        parts = [text]
+    else:
+        cut = _CUT_SGR.search(text)
+        escape = cut.group() if cut else ""
+        parts = _SGR.sub("", text[:len(text) - len(escape)]).replace("\b", "").split("\r")
+    for n, part in enumerate(parts):
+        at = at if n == 0 else 0
+        shown = shown[:at] + part + shown[at + len(part):]
+        at += len(part)
+    # a line that never ends (dots, no newline) must not grow the view: the log file has it all
+    return shown[:MAX_LINE], at, escape
+
+
+def _continues(text: str) -> bool:
+    """Whether an entry is a piece of a longer line: the runner cuts at MAX_LINE bytes, up to 3 before
+    so as not to cut a character, and drops a `\r` a piece ends with."""
+    return len(text) * 4 >= MAX_LINE - 4 and len(text.encode("utf-8", "replace")) >= MAX_LINE - 4
 
 
 def colour(task_name: str) -> str:
@@ -109,17 +167,20 @@ def error_html(error: str) -> str:
             f"{html.escape(error)}</pre>") if error else ""
 
 
-def access_html(access: dict[str, str]) -> str:
-    """How to open a shell in each replica: Vertex AI's links, or the local `vtrain shell` commands."""
-    if not access:
+def access_html(links: list[replica_shell.Link]) -> str:
+    """How to open a shell in each replica or its dashboard: Vertex AI's links, or the local `vtrain shell`
+    commands."""
+    if not links:
         return ""
     items = []
-    for task, how in sorted(access.items(), key=lambda item: task_key(item[0])):
-        if how.startswith("https://") or how.startswith("http://"):
-            items.append(f'<a href="{html.escape(how)}" target="_blank" rel="noopener">{html.escape(task)}</a>')
+    for link in links:
+        if link.target.startswith(("https://", "http://")):
+            items.append(f'<a href="{html.escape(link.target)}" target="_blank" rel="noopener">'
+                         f'{html.escape(link.label)}</a>')
         else:
-            items.append(f"<code>{html.escape(how)}</code>")
-    return f'<div class="vtrain-access">Shell into a replica: {" &nbsp; ".join(items)}</div>'
+            items.append(f"<code>{html.escape(link.target)}</code>")
+    return (f'<div class="vtrain-access">{html.escape(replica_shell.heading(links))}: '
+            f'{" &nbsp; ".join(items)}</div>')
 
 
 def format_elapsed(seconds: float) -> str:

@@ -20,7 +20,7 @@ import traitlets
 
 from jupyter_ext import failure, replica_shell, states
 
-from .logbuffer import (ALL, Line, LogBuffer, access_html, error_html, fold, format_elapsed, render_lines, state_badge,
+from .logbuffer import (ALL, Line, LogBuffer, access_html, error_html, format_elapsed, render_lines, state_badge,
                         task_key)
 
 REDRAW_EVERY = 0.25
@@ -190,7 +190,7 @@ class JobMonitor(w.VBox):
                     # the state the view last read (at most a second old): once final, every entry is written
                     for record in reader.follow(lambda: states.is_final(self.state), stop=self._stop):
                         self.add_lines([Line(record.task_name, record.timestamp.strftime("%H:%M:%S.%f")[:-3],
-                                             fold(record.text), record.severity)])
+                                             record.text, record.severity)])
                     return
                 except Exception as exc:  # noqa: BLE001  (shown in the view; the thread must go on)
                     self._error.value = error_html(f"reading the logs failed, retrying: {exc}")
@@ -219,4 +219,4 @@ class JobMonitor(w.VBox):
         start, end = resource.start_time, resource.end_time
         elapsed = format_elapsed(((end or datetime.now(timezone.utc)) - start).total_seconds()) if start else ""
         self.set_state(resource.state.name, resource.error.message, elapsed)
-        self._access.value = access_html(replica_shell.access(resource, local=self.handle.target.local))
+        self._access.value = access_html(replica_shell.links(resource, local=self.handle.target.local))

@@ -2,11 +2,12 @@
 
 `PoolConfigurator` holds the UI state in traits, turns it into the core's `JobSpec`
 with `layout_state.build_job`, and shows what the core says about that job in the
-chosen region: validation problems and notices, the cost per hour (`cost.estimate`),
-the SDK's `worker_pool_specs`, the replicas, and three of the core's exports (gcloud
-command, SDK code, config.yaml). Each `PoolCard` shows `pool_view.pool_view`, so the
-pickers offer only what the catalog offers in the region and say why the rest is
-missing; the `AccessSection` ("Scheduling & access") shows `pool_view.access_view`.
+chosen region: validation problems and notices, the cost per hour of each pool and the job
+(`cost.estimate`), the SDK's `worker_pool_specs`, the replicas, and three of the core's exports
+(gcloud command, SDK code, config.yaml). The job's env values are shown as *** (`sensitive.mask_env`)
+unless the user ticks "Show env values" (the exports then show them). Each `PoolCard` shows
+`pool_view.pool_view`, so the pickers offer only what the catalog offers in the region and say why
+the rest is missing; the `AccessSection` ("Scheduling & access") shows `pool_view.access_view`.
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ from typing import Any, Callable
 
 from ipywidgets import HTML, Box, Button, Checkbox, Dropdown, HBox, IntText, Layout, Text, ToggleButtons, VBox
 from ipywidgets.widgets.widget import CallbackDispatcher
-from traitlets import Dict, Enum, Instance, List, Unicode, default, observe
+from traitlets import Bool, Dict, Enum, Instance, List, Unicode, default, observe
 
 from jupyter_ext import catalog, cost, exports, packaging, sensitive
-from jupyter_ext.spec import JobSpec
+from jupyter_ext.spec import JobSpec, message_to_dict
 
 from . import _html, layout_state, tables
 from .pool_view import MODES, POOL_TITLES, access_view, pool_view
@@ -39,6 +40,11 @@ def _set_options(dropdown: Dropdown, options: list[tuple[str, Any]], value: Any)
     if tuple(dropdown.options) != options:
         dropdown.options = options
     dropdown.value = value
+
+
+def _masked(job: JobSpec) -> JobSpec:
+    """The job with its env values *** (sensitive.mask_env), for what the widget shows and saves."""
+    return job.copy(spec=type(job.spec).from_json(json.dumps(sensitive.mask_env(message_to_dict(job.spec)))))
 
 
 class PoolCard(VBox):
@@ -128,36 +134,40 @@ class PoolCard(VBox):
 
 
 class AccessSection(VBox):
-    """"Scheduling & access": strategy, waits, restarts, identity, network, web and dashboard access,
-    TensorBoard, reservation. It shows `access_view` (the `view` trait) and reports the user's edits
-    to the callbacks given to `on_edit(callback(field, value))`."""
+    """"Scheduling & access": strategy, waits, restarts, identity, network and its reserved IP ranges,
+    web and dashboard access, TensorBoard, reservation, persistent resource. It shows `access_view`
+    (the `view` trait) and reports the user's edits to the callbacks given to
+    `on_edit(callback(field, value))`."""
 
     view = Dict(help="what the section shows (pool_view.access_view)")
 
     def __init__(self, **kwargs: Any) -> None:
         self._edits = CallbackDispatcher()
         self._rendering = False
-        wide = Layout(width="440px")
+        wide = Layout(width="470px")
+        style = {"description_width": "130px"}  # room for "Reserved IP ranges", "Persistent resource"
 
         def text(description: str, placeholder: str) -> Text:
-            return Text(description=description, placeholder=placeholder, style=_STYLE, layout=wide,
+            return Text(description=description, placeholder=placeholder, style=style, layout=wide,
                         continuous_update=False)
 
         def check(description: str) -> Checkbox:
             return Checkbox(description=description, indent=False, layout=Layout(width="auto"))
 
         self.controls: dict[str, Any] = {
-            "strategy": Dropdown(description="Strategy", style=_STYLE, layout=Layout(width="300px")),
+            "strategy": Dropdown(description="Strategy", style=style, layout=Layout(width="330px")),
             "max_wait": text("Max wait", "FLEX_START: e.g. 2h (0: wait for ever; default 1 day)"),
             "timeout": text("Timeout", "e.g. 90m (default: 7 days)"),
             "restart": check("restart the job when a worker fails"),
             "disable_retries": check("disable retries"),
             "service_account": text("Service account", "default: the project's Vertex AI service agent"),
             "network": text("Network", "projects/PROJECT_NUMBER/global/networks/NAME"),
+            "reserved_ip_ranges": text("Reserved IP ranges", "names of the network's reserved ranges, comma-separated"),
             "web_access": check("interactive shell (web access)"),
             "dashboard_access": check("dashboard access"),
             "tensorboard": text("TensorBoard", "projects/P/locations/L/tensorboards/ID"),
             "reservation": text("Reservation", ""),
+            "persistent_resource": text("Persistent resource", "ID: run on the machines of this persistent resource"),
         }
         for field, control in self.controls.items():
             control.observe(partial(self._changed, field), names="value")
@@ -165,8 +175,9 @@ class AccessSection(VBox):
         kwargs.setdefault("children", [
             HTML(_html.heading("Scheduling & access")),
             HBox([c["strategy"], c["restart"], c["disable_retries"]]), c["max_wait"], c["timeout"],
-            c["service_account"], c["network"], HBox([c["web_access"], c["dashboard_access"]]),
-            c["tensorboard"], c["reservation"]])
+            c["service_account"], c["network"], c["reserved_ip_ranges"],
+            HBox([c["web_access"], c["dashboard_access"]]), c["tensorboard"], c["reservation"],
+            c["persistent_resource"]])
         super().__init__(**kwargs)
 
     def on_edit(self, callback: Callable[[str, Any], None], remove: bool = False) -> None:
@@ -206,6 +217,7 @@ class PoolConfigurator(_html.StaticRepr, VBox):
     pools = List(Dict(), help="the four pools' UI state, positions 0..3 (see widgets.layout_state)")
     access = Dict(help="the scheduling and access flags' values (see widgets.layout_state.ACCESS_FIELDS)")
     export_kind = Enum(("", *EXPORTS), "", help="the export shown in the output area: gcloud, sdk, yaml, or empty")
+    show_env_values = Bool(False, help="exports show (and export() returns) the job's env values; off: NAME=***")
     job = Instance(JobSpec, allow_none=True, read_only=True,
                    help="the job the cards describe (None when the core cannot parse it); observe it to follow")
 
@@ -231,6 +243,8 @@ class PoolConfigurator(_html.StaticRepr, VBox):
         self.export_buttons = {kind: Button(description=exports.KINDS[core].label) for kind, core in EXPORTS.items()}
         for kind, button in self.export_buttons.items():
             button.on_click(lambda _button, kind=kind: self.export(kind))
+        self.show_env_checkbox = Checkbox(description="Show env values", indent=False, layout=Layout(width="auto"))
+        self.show_env_checkbox.observe(lambda c: setattr(self, "show_env_values", c["new"]), names="value")
         super().__init__(**kwargs)
         if spec is not None:
             self.spec = spec
@@ -244,7 +258,8 @@ class PoolConfigurator(_html.StaticRepr, VBox):
             HTML(_html.heading("Cost per hour")), self.cost_html,
             HTML(_html.heading("worker_pool_specs")), self.preview,
             HTML(_html.heading("Replicas")), self.table,
-            HBox([HTML(_html.heading("Export")), *self.export_buttons.values()]), self.export_output,
+            HBox([HTML(_html.heading("Export")), *self.export_buttons.values(), self.show_env_checkbox]),
+            self.export_output,
         ]
         self._ready = True
         self._refresh()
@@ -314,10 +329,16 @@ class PoolConfigurator(_html.StaticRepr, VBox):
 
     # ---- actions ------------------------------------------------------------
     def export(self, kind: str) -> str:
-        """Show and return the gcloud command ("gcloud"), SDK snippet ("sdk") or config.yaml ("yaml")."""
+        """Show and return the gcloud command ("gcloud"), SDK snippet ("sdk") or config.yaml ("yaml"):
+        the job's env values are *** unless `show_env_values` (the "Show env values" box) is on."""
         self.export_kind = kind
+        return self._export_text(kind)
+
+    def _export_text(self, kind: str) -> str:
         job = self.job
-        return exports.export(job, EXPORTS[kind], self.region) if job is not None else ""
+        if job is None:
+            return ""
+        return exports.export(job if self.show_env_values else _masked(job), EXPORTS[kind], self.region)
 
     def use_suggestion(self) -> None:
         """Make pool 2 a Reduction Server sized to the workers' bandwidth."""
@@ -333,7 +354,7 @@ class PoolConfigurator(_html.StaticRepr, VBox):
         self.state = layout_state.update_access(self.state, field, value)
 
     # ---- view ---------------------------------------------------------------
-    @observe("display_name", "region", "image", "pools", "access", "export_kind")
+    @observe("display_name", "region", "image", "pools", "access", "export_kind", "show_env_values")
     def _changed(self, _change: Any) -> None:
         if self._ready and not self._batch:
             self._refresh()
@@ -353,7 +374,8 @@ class PoolConfigurator(_html.StaticRepr, VBox):
         self.problems_html.value = _html.problem_list(self._problems)
         self.notices_html.value = "".join(_html.note(f"note: {line}") for line in layout_state.notices(state, job))
         self._estimate = layout_state.estimate(state, job)
-        self.cost_html.value = _html.cost(self._estimate) if self._estimate else ""
+        titles = {card.pos: card.pool_view["title"] for card in self.cards}
+        self.cost_html.value = _html.cost(self._estimate, titles) if self._estimate else ""
         # saved with the notebook: env values masked (the spec itself keeps them)
         self._json = json.dumps(sensitive.mask_env(job.to_dict("sdk")["worker_pool_specs"]), indent=2) if job else ""
         self.preview.value = _html.pre(self._json, max_height="360px")
@@ -361,7 +383,8 @@ class PoolConfigurator(_html.StaticRepr, VBox):
             self.table.value = _html.frame(tables.replica_frame(job)) if job else ""
         except Exception as exc:  # a job without a primary has no replicas to list
             self.table.value = _html.note(f"no replicas: {exc}", _html.RED)
-        text = exports.export(job, EXPORTS[self.export_kind], self.region) if job and self.export_kind else ""
+        self.show_env_checkbox.value = self.show_env_values
+        text = self._export_text(self.export_kind) if self.export_kind else ""
         self.export_output.value = _html.pre(text) if text else ""
 
     def to_html(self) -> str:

@@ -34,27 +34,17 @@ NO_TRIAL = "(choose a trial)"
 
 # ---------------------------------------------------------------- plain functions
 
-def metric_name(resource: Any) -> str:
-    metrics = resource.study_spec.metrics
-    return metrics[0].metric_id if metrics else "metric"
-
-
-def trial_state(trial: Any, resource: Any) -> str:
-    """SUCCEEDED, RUNNING, QUEUED, FAILED or STOPPED (a trial a cancel or the job's failure stopped)."""
-    state = states.short(tuning.trial_job_state(trial, resource))
-    return {"CANCELLED": "STOPPED", "CANCELLING": "STOPPING"}.get(state, state)
-
-
 def trials_frame(resource: Any) -> pd.DataFrame:
     """One row per trial: trial id, a column per parameter, state, the metric, seconds it ran."""
-    metric = metric_name(resource)
+    metric = tuning.metric_name(resource)
     names = [p.parameter_id for p in resource.study_spec.parameters]
     rows = []
     for trial in resource.trials:
         params = tuning.parameters_of(trial)
         start, end = trial.start_time, trial.end_time
         seconds = ((end or datetime.now(timezone.utc)) - start).total_seconds() if start else None
-        rows.append({"trial": trial.id, **{n: params.get(n) for n in names}, "state": trial_state(trial, resource),
+        rows.append({"trial": trial.id, **{n: params.get(n) for n in names},
+                     "state": tuning.trial_state_label(trial, resource),
                      metric: tuning.metric_value(trial, metric), "seconds": seconds})
     return pd.DataFrame(rows, columns=["trial", *names, "state", metric, "seconds"])
 
@@ -112,7 +102,7 @@ def summary_html(resource: Any) -> str:
 def plot_svg(resource: Any, width: int = 720, height: int = 220) -> str:
     """Two panels: the final metric per trial (best ringed, best-so-far as a step line), and every
     trial's reported metric over the tuning job's time."""
-    metric = metric_name(resource)
+    metric = tuning.metric_name(resource)
     goal_min = bool(resource.study_spec.metrics) and resource.study_spec.metrics[0].goal.name == "MINIMIZE"
     finals = [(int(t.id), v) for t in resource.trials if t.id.isdigit()
               and (v := tuning.metric_value(t, metric)) is not None and t.state.name == "SUCCEEDED"]

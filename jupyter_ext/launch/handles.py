@@ -86,17 +86,20 @@ class Handle:
         if not states.is_final(state) or state == "JOB_STATE_SUCCEEDED":
             return None
         message = resource.error.message or states.short(state).lower()
-        replica = failure.parse(message) if self.collection is CUSTOM_JOBS else None  # a trial's is not the job's
-        if replica is None:
-            detail = message.splitlines()[0]
-        elif self.local_dir is not None:
-            detail = f"replica {replica.task_name} {replica.how}; its log: {self.local_dir / 'logs'}/" \
-                     f"{replica.task_name}.log"
-        else:
-            detail = f"replica {replica.task_name} {replica.how}; its log: vtrain logs {self.id} --replica " \
-                     f"{replica.task_name} --project {self.target.project} --region {self.target.region}"
         return JobFailedError(f"{self.collection.kind} {self.id} ({resource.display_name})", states.short(state),
-                              detail)
+                              failure.one_line(message, self._log_of))
+
+    def _log_of(self, replica: failure.ReplicaFailure) -> str | None:
+        """Where a failed replica's log is: its file here, or the command that shows it from Vertex AI."""
+        if self.collection is not CUSTOM_JOBS and not replica.trial:
+            return None  # a trial's replica, but the error does not say which trial's
+        if self.local_dir is not None:
+            folder = self.local_dir / "trials" / replica.trial if replica.trial else self.local_dir
+            return f"{folder / 'logs' / replica.task_name}.log"
+        if replica.trial:
+            return None  # `vtrain logs` cannot pick one trial's replica
+        return f"vtrain logs {self.id} --replica {replica.task_name} --project {self.target.project} " \
+               f"--region {self.target.region}"
 
     def result(self, timeout: float | None = None) -> Any:
         """Wait for the job to end; the resource when it SUCCEEDED, else raise JobFailedError."""

@@ -13,7 +13,8 @@ One code path for Cloud Logging and the local service (which serves the same
   RESOURCE_EXHAUSTED is answered by waiting (the server's Retry-After, else a
   growing back-off) and reading the same window again, never by starting over;
 - polling adapts: fast while lines arrive, slower when quiet, never faster than
-  the target's floor (several seconds on Google, sub-second locally);
+  the target's floor (several seconds on Google, sub-second locally); a caller
+  that polls on its own (the lab panel) asks `next_poll` when to come back;
 - after the job ends, reading goes on until the log has been quiet for the
   target's settle time, so a failing replica's last lines are shown.
 """
@@ -77,7 +78,8 @@ def stamp_text(moment: datetime) -> str:
 
 class LogCursor:
     """Where a reader stopped: the newest entry's timestamp, and the insertIds read from
-    `overlap` seconds before it on (entries that arrive late into that window are still read once)."""
+    `overlap` seconds before it on (entries that arrive late into that window are still read once).
+    The overlap is the reader's (`ReadPace`): the text form holds only the position."""
 
     def __init__(self, since: str = "", seen: dict[str, str] | None = None, overlap: float = 0.0) -> None:
         self.since = since  # RFC 3339 (STAMP), "" before the first entry
@@ -113,23 +115,23 @@ class LogCursor:
 
     # ---- opaque text form (the lab panel's cursor) -------------------------------------
     def encode(self) -> str:
-        raw = json.dumps([self.since, self.seen, self.overlap], separators=(",", ":")).encode()
+        raw = json.dumps([self.since, self.seen], separators=(",", ":")).encode()
         return base64.urlsafe_b64encode(zlib.compress(raw)).decode().rstrip("=")
 
     @classmethod
     def decode(cls, text: str) -> LogCursor:
+        """The position `encode` wrote ("": the start); a reader given it applies its own overlap."""
         if not text:
             return cls()
         try:
-            since, seen, overlap = json.loads(zlib.decompress(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))))
+            since, seen = json.loads(zlib.decompress(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))))
             if since:
                 datetime.strptime(since, STAMP)
-            if not (isinstance(seen, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in seen.items())
-                    and isinstance(overlap, (int, float)) and overlap >= 0):
+            if not (isinstance(seen, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in seen.items())):
                 raise ValueError(text)
         except (ValueError, TypeError, zlib.error):
             raise WorkbenchError("cursor: not a cursor this server gave") from None
-        return cls(since, seen, float(overlap))
+        return cls(since, seen)
 
 
 class ReadBudget:
@@ -163,12 +165,7 @@ class ReadBudget:
         while True:
             with self._lock:
                 now = time.monotonic()
-                while self._sent and now - self._sent[0] >= 60.0:
-                    self._sent.popleft()
-                self._recover(now)
-                wait = self._held_until - now
-                if wait <= 0 and self.per_minute is not None and len(self._sent) >= self.per_minute:
-                    wait = 60.0 - (now - self._sent[0])
+                wait = self._wait(now)
                 if wait <= 0:
                     self._sent.append(now)
                     return True
@@ -177,6 +174,21 @@ class ReadBudget:
                 time.sleep(pause)
             elif stop.wait(pause):
                 return False
+
+    def delay(self) -> float:
+        """Seconds until a request may go."""
+        with self._lock:
+            return max(0.0, self._wait(time.monotonic()))
+
+    def _wait(self, now: float) -> float:
+        """Seconds until a request may go (none or fewer: now); the caller holds the lock."""
+        while self._sent and now - self._sent[0] >= 60.0:
+            self._sent.popleft()
+        self._recover(now)
+        wait = self._held_until - now
+        if wait <= 0 and self.per_minute is not None and len(self._sent) >= self.per_minute:
+            wait = 60.0 - (now - self._sent[0])
+        return wait
 
     def throttled(self, retry_after: float) -> None:
         """A 429: slow every reader of this project down."""
@@ -213,20 +225,37 @@ class ReadPace:
         service = session.local_service()
         if service is None:  # Google's Cloud Logging: ingestion takes seconds, 60 reads a minute per project
             return cls(floor=5.0, ceiling=30.0, settle=20.0, overlap=30.0, quota=50.0)
-        delay = float(service.get("options", {}).get("ingestion_delay", 0.0))
-        late = delay + 1.0 if delay else 0.0  # an emulated ingestion delay, plus a second for the clocks
+        options = service.get("options", {})
+        lag = float(options.get("ingestion_delay", 0.0)) + float(options.get("ingestion_jitter", 0.0))
+        late = lag + 1.0 if lag else 0.0  # an emulated ingestion delay and jitter, plus a second for the clocks
         return cls(floor=0.5, ceiling=5.0, settle=late, overlap=late, quota=None)
 
 
+class Clock:
+    """A follower's time; a test gives a fake one to check the pace without waiting for it."""
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def wait(self, seconds: float, stop: threading.Event | None) -> None:
+        if stop is None:
+            time.sleep(seconds)
+        else:
+            stop.wait(seconds)
+
+
 class LogReader:
-    """Reads a job's entries, poll by poll, from where it stopped (its `cursor`)."""
+    """Reads a job's entries, poll by poll, from where it stopped (its `cursor`: a position; the
+    overlap is always this reader's pace's, whoever made the cursor)."""
 
     def __init__(self, session: Session, query: str, *, with_trial: bool = False,
-                 cursor: LogCursor | None = None, page_size: int = 1000) -> None:
+                 cursor: LogCursor | None = None, page_size: int = 1000, clock: Clock | None = None) -> None:
         self.session, self.query, self.with_trial, self.page_size = session, query, with_trial, page_size
         self.pace = ReadPace.of(session)
-        self.cursor = cursor or LogCursor(overlap=self.pace.overlap)
+        start = cursor or LogCursor()
+        self.cursor = LogCursor(start.since, start.seen, self.pace.overlap)
         self.budget = ReadBudget.of(session)
+        self.clock = clock or Clock()
         self.refused = 0  # 429s in a row
         self.held = False  # the last poll read nothing: the quota holds readers back
 
@@ -250,6 +279,11 @@ class LogReader:
                 # the server's Retry-After once; a second refusal in a row waits a whole quota minute
                 self.refused += 1
                 self.budget.throttled(60.0 if self.refused > 1 else _retry_after(exc) or 2.0)
+
+    def next_poll(self) -> float:
+        """Seconds until the next poll of a caller that polls on its own: the pace's floor, or
+        longer while the read quota holds this project's readers back (a 429's back-off)."""
+        return max(self.pace.floor, self.budget.delay())
 
     def settled(self, end_time: datetime | None) -> bool:
         """A job that ended at `end_time` has had time for its last entries to be ingested."""
@@ -281,7 +315,7 @@ class LogReader:
             final = is_final()
             records = self.poll(stop)
             yield from records
-            now = time.monotonic()
+            now = self.clock.monotonic()
             if records:
                 final_since = now if final else None
                 delay = floor
@@ -291,10 +325,7 @@ class LogReader:
                     final_since = now
             if final_since is not None and now - final_since >= settle:
                 return
-            if stop is not None:
-                stop.wait(delay)
-            else:
-                time.sleep(delay)
+            self.clock.wait(delay, stop)
 
 
 _NO_WAIT = threading.Event()

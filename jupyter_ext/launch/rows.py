@@ -12,7 +12,8 @@ from ..api import CUSTOM_JOBS, Collection
 
 def job_row(job: Any, local: bool, now: datetime | None = None, collection: Collection = CUSTOM_JOBS) -> dict[str, Any]:
     """id, name, source, display name, state, replicas, backend, times (datetimes), duration (s), error, console URL,
-    and `access`: how to open a shell in each replica (enableWebAccess; see replica_shell)."""
+    `access`: how to open a shell in each replica or its dashboard (see replica_shell), and
+    `access_heading`, what they offer in a few words."""
     now = now or datetime.now(timezone.utc)
     _, project, _, region, _, job_id = job.name.split("/")
     start, end = job.start_time, job.end_time
@@ -33,4 +34,5 @@ def job_row(job: Any, local: bool, now: datetime | None = None, collection: Coll
         "error": job.error.message,
         "console_url": "" if local else collection.console_url(project, region, job_id),
         "access": replica_shell.access(job, local),
+        "access_heading": replica_shell.heading(replica_shell.links(job, local)),
     }

@@ -2,21 +2,8 @@
 
 A `Target` is this machine's local service (the default) or Vertex AI in a
 project and region. `Target.resolve` is the one place that decides it, for the
-magics, the CLI and the lab's server alike; the order is written once, in the
-README ("Where jobs run"):
-
-- local unless Vertex AI is asked for (`--vertex`, `--project`, `--endpoint`,
-  the panel's `source=vertex`);
-- project: the flag, else `aiplatform.init(project=...)`, else
-  `$GOOGLE_CLOUD_PROJECT`; there is no guess beyond that;
-- region: the flag, else `aiplatform.init(location=...)`, else
-  `$CLOUD_ML_REGION`, else us-central1;
-- staging bucket, endpoint, credentials, encryption key, service account and
-  network: the flag where there is one, else what `aiplatform.init` set; the
-  endpoint defaults to Google's regional one; credentials: an access token file
-  (`--access-token-file`, else `$CLOUDSDK_AUTH_ACCESS_TOKEN_FILE`, as gcloud
-  reads it), else `aiplatform.init`'s, else the user's application-default
-  credentials.
+magics, the CLI and the lab's server alike; the rule and the order of defaults
+are written once, in the README ("Where jobs run").
 
 A `Session` holds a target's clients, built on first use and reused by every
 handle on that target in this process (`Session.of`), so following a job does
@@ -32,6 +19,7 @@ import sys
 import threading
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, TypeVar
+from urllib.parse import urlsplit
 
 from .. import paths
 from ..api import LOCAL_PROJECT
@@ -40,6 +28,7 @@ from ..errors import WorkbenchError
 from ..runner.backend import DEFAULT_BACKEND, address_style
 
 T = TypeVar("T")
+ENDPOINT_VARIABLE = "CLOUDSDK_API_ENDPOINT_OVERRIDES_AIPLATFORM"  # gcloud's property api_endpoint_overrides/aiplatform
 
 
 @dataclass(frozen=True)
@@ -51,20 +40,26 @@ class Target:
     staging_bucket: str = ""
     local: bool = True
     backend: str = DEFAULT_BACKEND  # local only: process or docker
-    endpoint: str = ""  # Vertex AI: an API endpoint other than Google's (aiplatform.init's api_endpoint)
+    endpoint: str = ""  # Vertex AI's API endpoint as the clients take it; "": Google's regional one
     credentials: Any = field(default=None, repr=False)  # None: application-default credentials
     encryption_key: str = ""  # aiplatform.init's encryption_spec_key_name
     service_account: str = ""
     network: str = ""
 
     @classmethod
-    def resolve(cls, *, vertex: bool = False, project: str | None = None, region: str | None = None,
-                staging_bucket: str | None = None, endpoint: str | None = None, backend: str | None = None,
-                access_token_file: str | None = None) -> Target:
-        """The target the flags describe, completed from `aiplatform.init` and the environment (module doc)."""
-        if not (vertex or project or endpoint):
-            if staging_bucket:
-                raise WorkbenchError("--staging-bucket: only for Vertex AI (add --vertex or --project)")
+    def resolve(cls, *, vertex: bool = False, local: bool = False, project: str | None = None,
+                region: str | None = None, staging_bucket: str | None = None, endpoint: str | None = None,
+                backend: str | None = None, access_token_file: str | None = None) -> Target:
+        """The target the flags given describe, completed from `aiplatform.init` and the environment
+        (README, "Where jobs run"). `vertex`/`local`: --vertex/--local; the others: their flags."""
+        # --region is no reason for Vertex AI: it also sets the region a local dry run is planned for
+        vertex_only = {"--project": project, "--endpoint": endpoint, "--staging-bucket": staging_bucket,
+                       "--access-token-file": access_token_file}
+        asked = [flag for flag, value in vertex_only.items() if value] + (["--vertex"] if vertex else [])
+        if local and asked:
+            raise WorkbenchError(f"--local: {', '.join(asked)} would send the job to Vertex AI; give one or "
+                                 "the other")
+        if not asked:
             return cls(backend=backend or DEFAULT_BACKEND)
         if backend not in (None, DEFAULT_BACKEND):
             raise WorkbenchError(f"--backend {backend}: only for local jobs; Vertex AI runs its own machines")
@@ -75,8 +70,9 @@ class Target:
                                  "(project=...), or $GOOGLE_CLOUD_PROJECT)")
         token_file = access_token_file or os.environ.get("CLOUDSDK_AUTH_ACCESS_TOKEN_FILE")
         credentials = _token_credentials(token_file) if token_file else init.get("credentials")
+        endpoint = endpoint or init.get("api_endpoint") or os.environ.get(ENDPOINT_VARIABLE, "")
         return cls(project, resolve_region(region), staging_bucket or init.get("staging_bucket") or "", local=False,
-                   endpoint=endpoint or init.get("api_endpoint") or "", credentials=credentials,
+                   endpoint=_client_endpoint(endpoint), credentials=credentials,
                    encryption_key=init.get("encryption_spec_key_name") or "",
                    service_account=init.get("service_account") or "", network=init.get("network") or "")
 
@@ -98,6 +94,20 @@ class Target:
 def resolve_region(region: str | None = None) -> str:
     """The flag, else `aiplatform.init(location=...)`, else $CLOUD_ML_REGION, else us-central1."""
     return region or _sdk_settings().get("location") or os.environ.get("CLOUD_ML_REGION", "") or DEFAULT_REGION
+
+
+def _client_endpoint(endpoint: str) -> str:
+    """What the clients take as `api_endpoint`: [scheme://]host[:port]. gcloud's override is a URL with
+    a path (https://us-central1-aiplatform.googleapis.com/), which the clients would put before /v1."""
+    parts = urlsplit(endpoint if "://" in endpoint else f"//{endpoint}")
+    return f"{parts.scheme}://{parts.netloc}" if parts.scheme else parts.netloc
+
+
+def _google_host(endpoint: str) -> bool:
+    """Whether an API endpoint is one of Google's (regional, mTLS, Private Service Connect), not a
+    service standing in for Vertex AI."""
+    host = urlsplit(endpoint if "://" in endpoint else f"//{endpoint}").hostname or ""
+    return host == "googleapis.com" or host.endswith(".googleapis.com")
 
 
 def _token_credentials(path: str) -> Any:
@@ -239,6 +249,7 @@ def _logging_client(target: Target, endpoint: str, credentials: Any, user_agent:
     from google.api_core.client_info import ClientInfo
     from google.cloud import logging as cloud_logging
 
-    options = {"api_endpoint": endpoint} if endpoint else None
+    # a stand-in service answers Cloud Logging's API too; Google's Vertex AI hosts do not
+    options = {"api_endpoint": endpoint} if endpoint and not _google_host(endpoint) else None
     return cloud_logging.Client(project=target.project, credentials=credentials, _use_grpc=False,
                                 client_options=options, client_info=ClientInfo(user_agent=user_agent))

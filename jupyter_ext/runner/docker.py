@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from google.cloud.aiplatform_v1 import types as v1
 
-from .. import images
+from .. import images, paths
 from ..cluster import VERTEX_PORT, Replica
 from ..errors import BackendError
 from ..spec import JobSpec, pool_image
@@ -277,19 +277,20 @@ class DockerBackend:
             if name in env and env[name] and not env[name].startswith("/") and "://" not in env[name]:
                 env[name] = str(Path(env[name]).resolve()) + "/"
         binds: dict[str, dict[str, str]] = {str(self._job_dir): {"bind": str(self._job_dir), "mode": "rw"}}
-        self._job_dir.mkdir(parents=True, exist_ok=True)
+        paths.make_dir(self._job_dir)
         for name in AIP_DIRS:
             folder = env.get(name, "")
             if folder.startswith("/") and not _under(Path(folder), binds):
-                Path(folder).mkdir(parents=True, exist_ok=True)
+                paths.make_dir(Path(folder))
                 binds[folder.rstrip("/")] = {"bind": folder.rstrip("/"), "mode": "rw"}
         env = pool_env(pool, {**env, "PYTHONUNBUFFERED": "1"})
         if "python_package_spec" in pool:
             spec = pool.python_package_spec
-            paths = [str(p) for p in self._packages(pool, replica.pool)]
-            for p in paths:
+            package_paths = [str(p) for p in self._packages(pool, replica.pool)]
+            for p in package_paths:
                 binds.setdefault(p, {"bind": p, "mode": "ro"})
-            env["PYTHONPATH"] = os.pathsep.join(paths + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+            env["PYTHONPATH"] = os.pathsep.join(
+                package_paths + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
             return ["python", "-m", spec.python_module], list(spec.args) or None, env, binds
         spec = pool.container_spec
         entrypoint = list(spec.command) or None

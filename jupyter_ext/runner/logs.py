@@ -8,6 +8,8 @@ per line is a split and a write, never a scan of other replicas.
 A line longer than MAX_LINE bytes (Cloud Logging's limit for an entry) is split
 into entries of at most that size, at a UTF-8 character boundary; so a replica
 that prints without newlines (progress bars) never grows the reader's memory.
+The limit holds for the text as written: a byte that is not UTF-8 becomes U+FFFD
+(3 bytes), so a piece is split again after decoding when it grew past the limit.
 When the log cannot be written (a full disk, any I/O error), output is read and
 dropped from then on, so the replica never blocks on a full pipe, and `on_error`
 says why once, naming the cause and the file.
@@ -87,7 +89,7 @@ class ReplicaLog:
         if self.error:
             return  # the job is failing for it: drop, so the replica never blocks
         stamp = now_rfc3339()
-        lines = [line.rstrip(b"\r").decode("utf-8", "replace") for line in raw]
+        lines = [text for line in raw for text in _fit(line.rstrip(b"\r").decode("utf-8", "replace"))]
         prefix = f"{stamp} {stream} "
         try:
             self._file.write("".join(prefix + line + "\n" for line in lines).encode("utf-8"))
@@ -130,6 +132,13 @@ def _split(line: bytes) -> list[bytes]:
         line = line[cut:]
     pieces.append(line)
     return pieces
+
+
+def _fit(text: str) -> list[str]:
+    """Decoded text as entries of at most MAX_LINE bytes in UTF-8 (U+FFFD for a bad byte takes 3)."""
+    if len(text) * 4 <= MAX_LINE or (text.isascii() and len(text) <= MAX_LINE):  # fits: no need to encode
+        return [text]
+    return [piece.decode("utf-8") for piece in _split(text.encode("utf-8"))]
 
 
 def _cut(data: bytes) -> int:

@@ -2,10 +2,13 @@
 
 Each replica starts in its own process group and carries its run's marker in its
 environment (VTRAIN_RUN, see `reaper`), so stopping it also stops every process it
-started, even one that left the group with setsid. A watchdog stops them all if the
-runner dies first. Ports are leased for the whole run (see `ports`), so concurrent
-jobs and trials never share one. One selector thread reads the output of all
-replicas, so the cost of a log line does not grow with the number of replicas.
+started, even one that left the group with setsid. One that cleared its environment too
+is re-parented to the runner when its parent exits (the runner is the replicas' child
+subreaper while the run goes on: `reaper.Orphans`), and killed and reaped once every
+replica was stopped. A watchdog stops them all if the runner dies first. Ports are leased
+for the whole run (see `ports`), so concurrent jobs and trials never share one. One
+selector thread reads the output of all replicas, so the cost of a log line does not grow
+with the number of replicas.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import selectors
 import signal
 import subprocess
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from google.cloud.aiplatform_v1 import types as v1
@@ -26,17 +30,19 @@ from ..spec import JobSpec
 from .backend import OutputSink, register
 from .commands import host_command, pool_env
 from .ports import PortLease
-from .reaper import (Watchdog, kill_processes, new_run_key, processes_with, reap_orphaned_processes, replica_env,
-                     replica_marker, run_marker)
+from .reaper import (ORPHANS, Watchdog, kill_processes, new_run_key, processes_with, reap_orphaned_processes,
+                     replica_env, replica_marker, run_marker)
 
 READ_SIZE = 1 << 16
 
 
 class ProcessHandle:
-    def __init__(self, proc: subprocess.Popen[bytes], marker: bytes) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], marker: bytes, on_kill: Callable[[], None]) -> None:
         self.proc = proc
         self.ident = str(proc.pid)  # also its process group ID
         self.marker = marker  # an environment entry only this replica and what it started have
+        self.killed = False
+        self._on_kill = on_kill
         self.output_done = threading.Event()
         self._open_streams = 2
 
@@ -51,6 +57,8 @@ class ProcessHandle:
 
     def kill(self) -> None:
         self._signal(signal.SIGKILL, only_group=False)  # what left the group (setsid) too
+        self.killed = True
+        self._on_kill()
 
     def _signal(self, sig: int, only_group: bool) -> None:
         """Signal the replica and what it started. While the leader is not reaped its group is surely
@@ -132,6 +140,7 @@ class ProcessBackend:
         self._lease: PortLease | None = None
         self._job_dir = Path(".")
         self._source_dir: Path | None = None
+        self._handles: list[ProcessHandle] = []
 
     def ports(self, count: int) -> list[int]:
         """Loopback ports no other run on this machine has, held until `cleanup()`."""
@@ -144,6 +153,7 @@ class ProcessBackend:
         self._job_dir, self._source_dir = job_dir, job.source_dir
         reap_orphaned_processes()  # what runners that died with their watchdogs left
         self._watchdog = Watchdog("processes", self.key)
+        ORPHANS.begin(self.key, self._watchdog)  # what replicas leave behind comes back to this process
         self._pump = _OutputPump()
         self._pump.start()
         for pos, pool in job.pools:  # a pool this backend cannot run fails before anything starts
@@ -159,13 +169,23 @@ class ProcessBackend:
         env = pool_env(pool, {**self.runtime.env, **command.env, **replica.env, "PYTHONUNBUFFERED": "1"})
         env.update(replica_env(self.key, replica.task_name))
         try:
-            proc = subprocess.Popen(command.argv, env=env, cwd=self.cwd, stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+            proc = ORPHANS.spawn(lambda: subprocess.Popen(
+                command.argv, env=env, cwd=self.cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, start_new_session=True))
         except OSError as exc:
             raise BackendError(f"{replica.task_name}: cannot start {command.argv[0]!r}: {exc.strerror}") from None
-        handle = ProcessHandle(proc, replica_marker(self.key, replica.task_name))
+        handle = ProcessHandle(proc, replica_marker(self.key, replica.task_name), self._replica_killed)
+        self._handles.append(handle)
         self._pump.add(handle, sink)
         return handle
+
+    def _replica_killed(self) -> None:
+        """Once every replica was killed (the job ends, or its only replica is restarted), what they
+        left with a cleared environment goes at once, not at `cleanup`: it may hold their output open."""
+        if all(handle.killed for handle in self._handles):
+            for handle in self._handles:
+                handle.wait(5.0)  # what a replica started is adopted once it has exited
+            ORPHANS.sweep(self.key)
 
     def cleanup_job(self, job_id: str) -> None:
         """Kill every process of a job that an earlier supervisor could not stop (it crashed):
@@ -174,6 +194,7 @@ class ProcessBackend:
 
     def cleanup(self) -> None:
         kill_processes(run_marker(self.key), prefix=True)  # a replica not yet handed to the supervisor too
+        ORPHANS.end(self.key)  # what replicas left with a cleared environment and setsid
         if self._lease is not None:
             self._lease.release()
             self._lease = None

@@ -34,7 +34,7 @@ from typing import Any, Callable
 from .. import cluster, paths, scheduling, states, validate
 from ..cluster import Replica
 from ..errors import BackendError
-from ..failure import LOST, ReplicaFailure
+from ..failure import LOST, ReplicaFailure, timed_out
 from ..spec import JobSpec
 from .backend import Backend, ReplicaHandle, get_backend
 from .logs import LinesHook, ReplicaLog, describe_os_error, now_rfc3339
@@ -163,7 +163,7 @@ class Supervisor:
         self.result.replicas = [ReplicaResult(r.task_name, r.role, r.address) for r in self.replicas]
         if self.backend.address_style != "cloud":  # on Cloud Storage folders need no creating; here they do
             for folder in cluster.output_env(output_dir, self.trial).values():
-                Path(folder).mkdir(parents=True, exist_ok=True)
+                paths.make_dir(Path(folder))
         self._pools = dict(self.job.pools)
         for n, replica in enumerate(self.replicas):
             if self._cancelled.is_set():
@@ -220,7 +220,7 @@ class Supervisor:
         while True:
             wait = None if deadline is None else deadline - time.monotonic()
             if wait is not None and wait <= 0:
-                return "FAILED", f"the job ran longer than its scheduling.timeout of {timeout:g}s"
+                return "FAILED", timed_out(timeout)
             try:
                 kind, n, code = self._events.get(timeout=min(wait, 1.0) if wait is not None else 1.0)
             except queue.Empty:

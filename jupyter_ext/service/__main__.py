@@ -1,5 +1,5 @@
-"""`python -m jupyter_ext.service [--port N] [--read-quota N] [--ingestion-delay S] [--record-requests]
-[--max-replicas N] [--max-replicas-per-job N] [--max-running-jobs N] [--max-trials N]`:
+"""`python -m jupyter_ext.service [--port N] [--read-quota N] [--ingestion-delay S] [--ingestion-jitter S]
+[--record-requests] [--max-replicas N] [--max-replicas-per-job N] [--max-running-jobs N] [--max-trials N]`:
 run the local service in the foreground.
 
 Usually started detached by `vtrain service start` or the first local submit. One runs per data

@@ -39,7 +39,7 @@ from google.protobuf import json_format
 from ..api import LOCAL_PROJECT
 from ..environment import CLIENT_HEADER, Runtime
 from ..errors import FilterError, ServiceError
-from .emulation import Options, ReadQuota, RequestRecord, quota_error, visible_until
+from .emulation import Options, ReadQuota, RequestRecord, ingestion, quota_error
 from .logs import list_entries
 from .logs.query import shown
 from .resources import ResourceManager
@@ -251,13 +251,13 @@ class EntriesHandler(ApiHandler):
             self.set_header("Content-Type", "application/json")
             self.finish(json.dumps(quota_error(project, quota.per_minute)))
             return
-        until = visible_until(self.service.options.ingestion_delay)
+        visible = ingestion(self.service.options)
         root = self.service.jobs_root
 
         def page() -> dict[str, Any]:
             sources = log_sources(root, set(request.projects), self.service.projects())
             return list_entries(sources, filter_text=request.filter, order_by=request.order_by,
-                                page_size=request.page_size, page_token=request.page_token, visible_until=until)
+                                page_size=request.page_size, page_token=request.page_token, visible=visible)
         await self.answer(self.service.workers.logs, page)
 
 

@@ -2,8 +2,12 @@
 
 The service runs detached from whoever started it, so local jobs outlive a
 notebook kernel or a terminal. `<data dir>/service/` holds `service.json`
-(endpoint, pid, token file, the options and local limits it runs with), `token` (readable by the
-user only; a new one at every start) and `service.log`.
+(endpoint, pid, token file, the options, local limits and pruning policy it runs with), `token`
+(readable by the user only; a new one at every start) and `service.log`, which a start moves to
+`service.log.1` once it holds more than LOG_BYTES.
+
+The pruning policy (`gc`, VTRAIN_GC_* variables) is read from the environment of whoever starts
+the service: a bad value fails the start with one line naming the variable.
 
 One service per data folder: a service holds `service.lock` (fcntl.flock, with its
 pid inside) for its whole life, and takes it before it recovers jobs or writes
@@ -27,11 +31,12 @@ from pathlib import Path
 from typing import IO, Any, Iterator
 from urllib.parse import urlparse
 
-from .. import paths
+from .. import gc, paths
 from ..errors import WorkbenchError
 from .emulation import Options
 
 START_TIMEOUT = 60.0
+LOG_BYTES = 5 * 1024 * 1024  # of service.log, before a start moves it aside
 
 
 def runtime_dir() -> Path:
@@ -105,8 +110,9 @@ def ensure_running(options: Options | None = None) -> dict[str, Any]:
         if info:
             _check_options(info, options)
             return {**info, "already_running": True}
+        gc.Policy.from_env()  # a bad VTRAIN_GC_* value is the user's to fix now, not a line in service.log
         paths.private_dir(runtime_dir())
-        log = open(runtime_dir() / "service.log", "ab", opener=paths.private_opener)
+        log = open(_rotated(runtime_dir() / "service.log"), "ab", opener=paths.private_opener)
         argv = [sys.executable, "-m", "jupyter_ext.service", *(options or Options()).argv()]
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
@@ -170,7 +176,26 @@ def write_runtime(endpoint: str, token: str, options: Options) -> None:
     paths.write_private(token_file(), token)
     paths.write_private(info_file(), json.dumps({"endpoint": endpoint, "pid": os.getpid(),
                                                  "token_file": str(token_file()), "options": options.as_dict(),
-                                                 "limits": asdict(options.limits)}))
+                                                 "limits": asdict(options.limits), "gc": _gc_policy()}))
+
+
+def _gc_policy() -> dict[str, Any] | None:
+    """The pruning policy the service applies (as `gc.keep_pruning` reads it), None when off."""
+    try:
+        policy = gc.Policy.from_env()
+    except WorkbenchError as exc:  # started without `ensure_running`: it does not prune, and says so
+        return {"error": str(exc)}
+    return asdict(policy) if policy else None
+
+
+def _rotated(log: Path) -> Path:
+    """`log`, moved to `<log>.1` first (replacing the one before) when it has grown past LOG_BYTES."""
+    try:
+        if log.stat().st_size > LOG_BYTES:
+            os.replace(log, log.with_name(log.name + ".1"))
+    except FileNotFoundError:
+        pass
+    return log
 
 
 def clear_runtime() -> None:

@@ -7,13 +7,15 @@ limits it keeps (`jupyter_ext.limits`).
   RESOURCE_EXHAUSTED in Google's error shape, with the seconds until a request
   is allowed again as `Retry-After`.
 - An ingestion delay: an entry becomes visible to `entries.list` only that many
-  seconds after it was written (Cloud Logging ingests with a delay), see
-  `visible_until`.
+  seconds after it was written (Cloud Logging ingests with a delay), plus a
+  jitter of its own, so entries of different replicas arrive out of order; see
+  `ingestion`.
 - `RequestRecord`: every request as one JSON line (method, path, user agent,
   status, and the body of a create), for tests and debugging.
 
 All are off unless the service is started with `--read-quota N`,
-`--ingestion-delay SECONDS` or `--record-requests`. The limits' flags are `limits.add_arguments`.
+`--ingestion-delay SECONDS`, `--ingestion-jitter SECONDS` or `--record-requests`. The limits' flags
+are `limits.add_arguments`.
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ from __future__ import annotations
 import json
 import threading
 import time
+import zlib
 from collections import deque
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +39,7 @@ from ..limits import add_arguments as add_limit_arguments
 class Options:
     read_quota: int = 0  # entries.list requests per minute and project; 0: no limit
     ingestion_delay: float = 0.0  # seconds before a written entry can be read
+    ingestion_jitter: float = 0.0  # up to this many seconds more, fixed per entry
     record_requests: bool = False
     limits: Limits = field(default_factory=Limits)
 
@@ -49,12 +54,15 @@ class Options:
 
     @classmethod
     def from_args(cls, args: Any) -> Options:
-        return cls(args.read_quota, args.ingestion_delay, args.record_requests, Limits.from_args(args))
+        return cls(read_quota=args.read_quota, ingestion_delay=args.ingestion_delay,
+                   ingestion_jitter=args.ingestion_jitter, record_requests=args.record_requests,
+                   limits=Limits.from_args(args))
 
     def argv(self) -> list[str]:
         """The service's command-line flags for these options."""
         args = [f"--read-quota={self.read_quota}"] if self.read_quota else []
         args += [f"--ingestion-delay={self.ingestion_delay:g}"] if self.ingestion_delay else []
+        args += [f"--ingestion-jitter={self.ingestion_jitter:g}"] if self.ingestion_jitter else []
         return args + (["--record-requests"] if self.record_requests else []) + self.limits.argv()
 
 
@@ -64,6 +72,8 @@ def add_arguments(parser: Any, when: str = "") -> None:
                         "beyond N entries:list requests per minute and project, as Cloud Logging does")
     parser.add_argument("--ingestion-delay", type=float, default=0.0, metavar="SECONDS", help=f"{when}log entries "
                         "become readable that long after they were written, as in Cloud Logging")
+    parser.add_argument("--ingestion-jitter", type=float, default=0.0, metavar="SECONDS", help=f"{when}log entries "
+                        "become readable up to that much later still, each by its own amount (out of order)")
     parser.add_argument("--record-requests", action="store_true", help=f"{when}append every request to "
                         "<data dir>/service/requests.jsonl (tests, debugging)")
     add_limit_arguments(parser, when)
@@ -102,9 +112,18 @@ def quota_error(project: str, per_minute: int) -> dict[str, Any]:
                                   "quota_limit_value": str(per_minute), "service": "logging.googleapis.com"}}]}}
 
 
-def visible_until(ingestion_delay: float) -> int | None:
-    """The newest timestamp (ns) `entries.list` may show now, or None without a delay."""
-    return time.time_ns() - int(ingestion_delay * 1e9) if ingestion_delay else None
+def ingestion(options: Options) -> Callable[[int, str], bool] | None:
+    """Whether `entries.list` may show an entry now, by its timestamp (ns) and identity; None when
+    every entry is there. An entry shows `ingestion_delay` seconds after it was written, plus a
+    share of `ingestion_jitter` drawn from its identity (the same on every read, so an entry
+    never disappears once shown)."""
+    if not (options.ingestion_delay or options.ingestion_jitter):
+        return None
+    now, delay, jitter = time.time_ns(), int(options.ingestion_delay * 1e9), int(options.ingestion_jitter * 1e9)
+
+    def visible(stamp: int, identity: str) -> bool:
+        return stamp + delay + jitter * zlib.crc32(identity.encode()) // 2**32 <= now
+    return visible
 
 
 class RequestRecord:

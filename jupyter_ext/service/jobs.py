@@ -11,7 +11,7 @@ from typing import Any
 
 from google.cloud.aiplatform_v1 import types as v1
 
-from .. import limits, states, validate
+from .. import failure, limits, states, validate
 from ..api import CUSTOM_JOBS
 from ..environment import Runtime
 from ..runner import Supervisor, get_backend
@@ -50,7 +50,7 @@ class _JobRun:
     def run(self) -> tuple[str, int, str]:
         result = self.supervisor.run()
         code = {"FAILED": INVALID_ARGUMENT, "CANCELLED": CANCELLED}.get(result.state, 0)
-        if "scheduling.timeout" in result.error:
+        if failure.is_timeout(result.error):
             code = DEADLINE_EXCEEDED
         return states.name(result.state), code, result.error
 

@@ -43,9 +43,10 @@ from typing import Any
 
 from google.cloud.aiplatform_v1 import types as v1
 
-from .. import limits, tuning, validate
+from .. import limits, paths, tuning, validate
 from ..api import TUNING_JOBS
 from ..environment import Runtime
+from ..failure import trials_failed
 from ..runner import JobResult, Supervisor, get_backend
 from ..spec import JobSpec
 from .resources import CANCELLED, INVALID_ARGUMENT, SERVICE_STOPPED, ResourceManager, stop_leftovers
@@ -172,23 +173,23 @@ class _Study:
                 elif failure is not None:
                     failures.append((trial_id, failure))
                     if stop is None and limit and len(failures) > limit:
-                        stop = ("JOB_STATE_FAILED", INVALID_ARGUMENT,
-                                f"{len(failures)} trials failed, more than maxFailedTrialCount {limit}; "
-                                f"last failure: trial {trial_id}: {failure}")
+                        stop = ("JOB_STATE_FAILED", INVALID_ARGUMENT, trials_failed(
+                            f"{len(failures)} trials failed, more than maxFailedTrialCount {limit}", trial_id, failure))
                         for trial in self._trials.values():
                             trial.supervisor.cancel(tuning.stop_reason(
                                 f"the tuning job failed ({len(failures)} trials failed)"))
         if stop is not None:
             return stop
         if succeeded == 0:
-            last = f"; last failure: trial {failures[-1][0]}: {failures[-1][1]}" if failures else ""
-            return "JOB_STATE_FAILED", INVALID_ARGUMENT, f"all {next_trial} trials failed{last}"
+            outcome = f"all {next_trial} trials failed"
+            return "JOB_STATE_FAILED", INVALID_ARGUMENT, trials_failed(outcome, *failures[-1]) if failures \
+                else outcome
         return "JOB_STATE_SUCCEEDED", 0, ""
 
     def _start_trial(self, trial_id: str, params: dict[str, Any]) -> None:
         stored = self.stored
         trial_dir = stored.job_dir / "trials" / trial_id
-        (trial_dir / "metrics").mkdir(parents=True, exist_ok=True)
+        paths.make_dir(trial_dir / "metrics")
         job = tuning.trial_job(self.base, params, trial_id)
         job.spec.base_output_directory.output_uri_prefix = self.output_base
         backend = get_backend(stored.backend)

@@ -59,15 +59,15 @@ from .params import (
     to_legacy_hyperparameters,
 )
 from .search import BAYESIAN_NOTICE, notices, search_name, suggestions
-from .trials import (format_value, parameters_of, stop_reason, trial_args, trial_base_job, trial_job, trial_job_state,
-                     trial_parameters)
+from .trials import (format_value, metric_name, parameters_of, stop_reason, trial_args, trial_base_job, trial_job,
+                     trial_job_state, trial_parameters, trial_state_label)
 
 __all__ = [
     "ALGORITHMS", "BAYESIAN_NOTICE", "DEFAULT_METRIC_FILE", "DEFAULT_METRIC_TAG", "KINDS", "METRIC_FILE_ENV",
     "SCALES", "Algorithm", "Goal", "Param", "Report", "Scale", "Selection", "Study", "TrialState",
     "best_trial", "final_measurement", "format_value", "from_legacy_hyperparameters", "load_request", "measurements",
-    "metric_value", "notices",
+    "metric_name", "metric_value", "notices",
     "parameters_of", "parse_algorithm", "parse_metrics", "parse_parameters", "parse_reports", "read_reports",
     "search_name", "stop_reason", "study_spec", "suggestions", "summary", "trial_args", "trial_base_job",
-    "to_legacy_hyperparameters", "trial_job", "trial_job_state", "trial_parameters",
+    "to_legacy_hyperparameters", "trial_job", "trial_job_state", "trial_parameters", "trial_state_label",
 ]

@@ -83,3 +83,16 @@ def trial_job_state(trial: v1.Trial | None, resource: v1.HyperparameterTuningJob
     if name == "STOPPING" or resource.state.name == "JOB_STATE_CANCELLING":
         return "JOB_STATE_CANCELLING"
     return "JOB_STATE_RUNNING" if name == "ACTIVE" else "JOB_STATE_QUEUED"
+
+
+def trial_state_label(trial: v1.Trial | None, resource: v1.HyperparameterTuningJob) -> str:
+    """What a trial table shows: SUCCEEDED, RUNNING, QUEUED, FAILED or STOPPED (a trial a cancel or the
+    job's failure stopped)."""
+    state = states.short(trial_job_state(trial, resource))
+    return {"CANCELLED": "STOPPED", "CANCELLING": "STOPPING"}.get(state, state)
+
+
+def metric_name(resource: v1.HyperparameterTuningJob) -> str:
+    """The study's (first) metric, or "metric" when it names none."""
+    metrics = resource.study_spec.metrics
+    return metrics[0].metric_id if metrics else "metric"

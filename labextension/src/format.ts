@@ -89,3 +89,55 @@ export function element<K extends keyof HTMLElementTagNameMap>(
 
 export const sleep = (ms: number): Promise<void> =>
   new Promise(resolve => setTimeout(resolve, ms));
+
+/**
+ * A log line as a terminal shows it, as the notebook's monitor folds it (widgets/logbuffer.py):
+ * progress bars (Keras, tqdm) rewrite their line with `\r` (Keras first backs up with `\b`), so
+ * what stays is each column's last character, without colour codes.
+ */
+export interface ITerminalLine {
+  text: string;
+  /** the column the cursor is at */
+  at: number;
+  /** the start of a colour code an entry's end cut short (the next entry goes on with it) */
+  escape: string;
+}
+
+export const BLANK_LINE: ITerminalLine = { text: '', at: 0, escape: '' };
+/** Bytes of text in one entry: the runner splits longer lines (jupyter_ext/runner/logs.py). */
+const MAX_LINE = 256 * 1024;
+const SGR = /\x1b\[[0-9;]*m/g;
+const CUT_SGR = /\x1b(\[[0-9;]*)?$/;
+const UTF8 = new TextEncoder();
+
+/** `text` written on `line`: the line then. */
+export function writeLine(line: ITerminalLine, text: string): ITerminalLine {
+  text = line.escape + text;
+  let { text: shown, at } = line;
+  if (!/[\r\x08\x1b]/.test(text)) {
+    return {
+      text: shown.slice(0, at) + text + shown.slice(at + text.length),
+      at: at + text.length,
+      escape: ''
+    };
+  }
+  const escape = CUT_SGR.exec(text)?.[0] ?? '';
+  const parts = text
+    .slice(0, text.length - escape.length)
+    .replace(SGR, '')
+    .replace(/\x08/g, '')
+    .split('\r');
+  parts.forEach((part, n) => {
+    at = n === 0 ? at : 0;
+    shown = shown.slice(0, at) + part + shown.slice(at + part.length);
+    at += part.length;
+  });
+  return { text: shown, at, escape };
+}
+
+/** Whether an entry is a piece of a longer line: the runner cut it at MAX_LINE bytes (up to 3 before, so as not to cut a character). */
+export function continues(text: string): boolean {
+  return (
+    text.length * 4 >= MAX_LINE - 4 && UTF8.encode(text).length >= MAX_LINE - 4
+  );
+}

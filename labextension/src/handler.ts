@@ -70,8 +70,11 @@ export interface IJobSummary {
   duration: number | null;
   error: string;
   console_url: string;
-  /** enableWebAccess: task name -> Vertex AI's shell URI, or the local `vtrain shell` command. */
-  access: { [task: string]: string };
+  /** enableWebAccess: task name -> Vertex AI's shell URI, or the local `vtrain shell` command;
+   * enableDashboardAccess: `task:port` -> the dashboard's URI. */
+  access: { [key: string]: string };
+  /** What `access` offers, e.g. "Shell into a replica". */
+  access_heading: string;
 }
 
 /** Where jobs are listed from; Vertex AI's says whether it has more pages. */
@@ -147,6 +150,8 @@ export interface ILogPage {
   next_cursor: string;
   done: boolean;
   state: string;
+  /** when to ask again: the server's reader's pace (seconds on Cloud Logging, 0 after a full page) */
+  next_poll_ms: number;
 }
 
 /** The API path of a job. */

@@ -3,12 +3,16 @@ import { ToolbarButton, stopIcon } from '@jupyterlab/ui-components';
 import { Panel, TabPanel, Widget } from '@lumino/widgets';
 
 import {
+  BLANK_LINE,
+  ITerminalLine,
   compareTasks,
+  continues,
   element,
   formatElapsed,
   replicaColour,
   sleep,
-  stateBadge
+  stateBadge,
+  writeLine
 } from './format';
 import {
   IJobDetail,
@@ -26,7 +30,8 @@ import { trainIcon } from './icons';
 const ALL = 'all';
 /** Lines kept per view: the full log stays on disk and in the log API. */
 const MAX_LINES = 2000;
-const FOLLOW_MS = 1000;
+/** After a failed log read; otherwise the server says when to read again (`next_poll_ms`). */
+const RETRY_MS = 5000;
 const STATE_MS = 2000;
 const ERROR_SEVERITIES = new Set(['ERROR', 'CRITICAL', 'ALERT', 'EMERGENCY']);
 
@@ -34,6 +39,12 @@ const ERROR_SEVERITIES = new Set(['ERROR', 'CRITICAL', 'ALERT', 'EMERGENCY']);
 export interface IJobRef {
   id: string;
   source: 'local' | 'vertex';
+}
+
+/** A line as shown: the entry it started with and its text folded as a terminal shows it. */
+interface IShownLine {
+  entry: ILogEntry;
+  text: string;
 }
 
 /** One tab of log lines: all replicas, or one. */
@@ -56,19 +67,19 @@ class LogView extends Widget {
     return this._count;
   }
 
-  add(entries: ILogEntry[]): void {
-    if (!entries.length) {
+  add(lines: IShownLine[]): void {
+    if (!lines.length) {
       return;
     }
     const pre = this.node;
     const atBottom = pre.scrollHeight - pre.scrollTop - pre.clientHeight < 24;
     pre.querySelector('.jp-VertexTrain-noLines')?.remove();
-    const lines = document.createDocumentFragment();
-    for (const entry of entries) {
-      lines.appendChild(this._line(entry));
+    const rows = document.createDocumentFragment();
+    for (const line of lines) {
+      rows.appendChild(this._row(line));
     }
-    pre.appendChild(lines);
-    this._count += entries.length;
+    pre.appendChild(rows);
+    this._count += lines.length;
     while (pre.childElementCount > MAX_LINES) {
       pre.firstElementChild?.remove();
     }
@@ -77,8 +88,20 @@ class LogView extends Widget {
     }
   }
 
-  private _line(entry: ILogEntry): HTMLElement {
+  /** Show a line's new text in place; pushed out by newer lines meanwhile, it comes back at the end. */
+  rewrite(line: IShownLine): void {
+    const row = this._rows.get(line);
+    if (row?.isConnected) {
+      row.querySelector('.jp-VertexTrain-text')!.textContent = line.text;
+    } else {
+      this.add([line]);
+    }
+  }
+
+  private _row(shown: IShownLine): HTMLElement {
+    const entry = shown.entry;
     const line = element('div', 'jp-VertexTrain-line');
+    this._rows.set(shown, line);
     line.dataset.replica = entry.replica;
     line.appendChild(element('span', 'jp-VertexTrain-time', entry.time));
     if (this.view === ALL) {
@@ -90,7 +113,7 @@ class LogView extends Widget {
       name.style.color = replicaColour(entry.replica);
       line.appendChild(name);
     }
-    const text = element('span', 'jp-VertexTrain-text', entry.text);
+    const text = element('span', 'jp-VertexTrain-text', shown.text);
     if (ERROR_SEVERITIES.has(entry.severity)) {
       text.classList.add('jp-VertexTrain-errorText');
     }
@@ -99,6 +122,7 @@ class LogView extends Widget {
   }
 
   private _count = 0;
+  private _rows = new WeakMap<IShownLine, HTMLElement>();
 }
 
 /** The TF_CONFIG tab: each replica's TF_CONFIG, PyTorch variables and CLUSTER_SPEC. */
@@ -191,9 +215,10 @@ class EnvironmentView extends Widget {
 }
 
 /** MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK as `NAME=value` lines; a replica without a rank says so. */
-/** enableWebAccess: a link per replica (Vertex AI) or the `vtrain shell` command (local). */
-function accessLine(access: [string, string][]): HTMLElement {
-  const line = element('div', 'jp-VertexTrain-access', 'Shell into a replica: ');
+/** enableWebAccess and enableDashboardAccess: a link per replica or dashboard (Vertex AI), or the
+ * `vtrain shell` command (local). */
+function accessLine(access: [string, string][], heading: string): HTMLElement {
+  const line = element('div', 'jp-VertexTrain-access', `${heading}: `);
   for (const [task, how] of access.sort((a, b) => compareTasks(a[0], b[0]))) {
     if (/^https?:\/\//.test(how)) {
       const link = element('a', '', task);
@@ -342,7 +367,7 @@ export class JobView extends Panel {
     }
     const access = Object.entries(job.access ?? {});
     if (access.length) {
-      header.appendChild(accessLine(access));
+      header.appendChild(accessLine(access, job.access_heading));
     }
     if (job.error) {
       header.appendChild(element('pre', 'jp-VertexTrain-error', job.error));
@@ -384,30 +409,64 @@ export class JobView extends Panel {
       } catch (error) {
         this._failure = `Logs: ${(error as Error).message}`;
         this._renderHeader();
-        await sleep(FOLLOW_MS * 5);
+        await sleep(RETRY_MS);
         continue;
       }
       if (this._stopped) {
         return;
       }
-      this._views.get(ALL)!.add(page.entries);
-      const byReplica = new Map<string, ILogEntry[]>();
-      for (const entry of page.entries) {
-        const list = byReplica.get(entry.replica) ?? [];
-        list.push(entry);
-        byReplica.set(entry.replica, list);
-      }
-      for (const [replica, entries] of byReplica) {
-        this._ensureView(replica).add(entries);
-      }
+      this._show(page.entries);
       cursor = page.next_cursor;
       if (page.done) {
         this.node.dataset.logsDone = 'true';
         return;
       }
-      if (page.entries.length < 1000) {
-        await sleep(FOLLOW_MS);
+      await sleep(page.next_poll_ms); // the reader's pace: within the read quota on Cloud Logging
+    }
+  }
+
+  /**
+   * Entries into the views, folded as the notebook's monitor folds them (widgets/logbuffer.py):
+   * `\r` updates show a line's latest state, and a piece of a line the runner split goes on
+   * with the line before it, which is updated in place.
+   */
+  private _show(entries: ILogEntry[]): void {
+    let fresh: IShownLine[] = [];
+    const flush = () => {
+      this._add(fresh);
+      fresh = [];
+    };
+    for (const entry of entries) {
+      const key = `${entry.replica} ${entry.severity}`; // one terminal line per replica and stream
+      const before = this._unfinished.get(key);
+      this._unfinished.delete(key);
+      const state = writeLine(before?.state ?? BLANK_LINE, entry.text);
+      const line = before?.line ?? { entry, text: '' };
+      line.text = state.text;
+      if (!before) {
+        fresh.push(line);
+      } else if (!fresh.includes(line)) {
+        flush();
+        this._views.get(ALL)!.rewrite(line);
+        this._ensureView(entry.replica).rewrite(line);
       }
+      if (continues(entry.text)) {
+        this._unfinished.set(key, { line, state });
+      }
+    }
+    flush();
+  }
+
+  private _add(lines: IShownLine[]): void {
+    this._views.get(ALL)!.add(lines);
+    const byReplica = new Map<string, IShownLine[]>();
+    for (const line of lines) {
+      const list = byReplica.get(line.entry.replica) ?? [];
+      list.push(line);
+      byReplica.set(line.entry.replica, list);
+    }
+    for (const [replica, list] of byReplica) {
+      this._ensureView(replica).add(list);
     }
   }
 
@@ -415,6 +474,11 @@ export class JobView extends Panel {
   private _tabs: TabPanel;
   private _env: EnvironmentView;
   private _views = new Map<string, LogView>();
+  /** Lines whose last entry was a piece the runner cut: the next one of its replica and stream goes on with it. */
+  private _unfinished = new Map<
+    string,
+    { line: IShownLine; state: ITerminalLine }
+  >();
   private _summary: IJobSummary | null = null;
   private _envShown = false;
   private _failure = '';

@@ -80,9 +80,22 @@ def measure(home: Path, emulator: Any, docker: Any, runs: int) -> dict[str, tupl
     pool = {"machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 1}
     repository = f"{docker.registry}/bench/trainer"
 
+    def without_docker(action: Callable[[int], None]) -> Callable[[int], None]:
+        """`action` with no Docker engine reachable, as in a notebook of Vertex AI Workbench or Colab."""
+        def run(n: int) -> None:
+            reachable = os.environ["DOCKER_HOST"]
+            os.environ["DOCKER_HOST"] = f"unix://{home}/no-docker.sock"
+            try:
+                action(n)
+            finally:
+                os.environ["DOCKER_HOST"] = reachable
+        return run
+
+    @without_docker
     def package_magic(n: int) -> None:
         shell.run_cell_magic("vertex_train", f"--vertex --staging-bucket gs://{bucket} --no-wait", CELL.format(n=n))
 
+    @without_docker
     def package_by_hand(n: int) -> None:
         script = home / f"train_{n}.py"
         script.write_text(CELL.format(n=n))

@@ -144,8 +144,11 @@ def main() -> None:
             costs = following_costs(args.follow_seconds)
         finally:
             daemon.stop()
+    once = costs["job clients built"] == costs["logging clients built"] == costs["service probes"] == 1
     report(f"following a job for {args.follow_seconds:g} s from a notebook (this process)",
-           [(key, str(value)) for key, value in costs.items()])
+           [(key, str(value)) for key, value in costs.items()] +
+           [("target: each client built once, the service probed once (its /proc reads with it)",
+             "met" if once else "NOT met")])
     report(f"log pipeline into the notebook: 4 replicas, {args.lines:,} lines", [
         ("JobMonitor: lines per second into the model (print to model, end to end)", f"{rate:,.0f}"),
         ("JobMonitor: p95 delay from print to the model", f"{p95:.2f} s"),

@@ -19,6 +19,7 @@ task = json.loads(os.environ["TF_CONFIG"])["task"]
 for step in range(6):
     print(f"{task['type']}-{task['index']} step {step}", flush=True)
     time.sleep(0.5)
+print(f"{task['type']}-{task['index']} epoch 1/2\\r{task['type']}-{task['index']} epoch 2/2", flush=True)
 """
 
 
@@ -115,12 +116,15 @@ def test_local_job_in_monitor_and_panel(page: Any, lab: Any, shot: Any) -> None:
     lines = all_log.locator(".jp-VertexTrain-line").all_inner_texts()
     for task in ("chief-0", "worker-0", "worker-1"):
         assert sum(f"{task} step" in line for line in lines) == 6, lines
+        assert any(line.endswith(f"{task} epoch 2/2") for line in lines), lines  # folded as the monitor does
+    assert not any("1/2" in line for line in lines), lines
     colours = {n.get_attribute("style") for n in all_log.locator(".jp-VertexTrain-replica").all()}
     assert len(colours) == 3  # one colour per replica, as in the monitor
     shot("job-view-all")
     view.locator(".lm-TabBar-tab", has_text="workerpool1-1").click()
     worker = view.locator('.jp-VertexTrain-log[data-replica="workerpool1-1"]')
-    assert worker.locator(".jp-VertexTrain-line").all_inner_texts()[-1].endswith("worker-1 step 5")
+    last = worker.locator(".jp-VertexTrain-line").all_inner_texts()[-2:]
+    assert last[0].endswith("worker-1 step 5") and last[1].endswith("worker-1 epoch 2/2"), last
     shot("job-view-replica")
     view.locator(".lm-TabBar-tab", has_text="TF_CONFIG").click()
     env = view.locator(".jp-VertexTrain-env")

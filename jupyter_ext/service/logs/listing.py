@@ -1,5 +1,9 @@
 """`entries.list` over replica log files: pick the files a filter pins, seek to its time range,
-merge and page them in timestamp order, and issue page tokens."""
+merge and page them in timestamp order, and issue page tokens.
+
+A page ends at `pageSize` entries or at about MAX_PAGE_BYTES of them (Cloud Logging's limit for
+one `entries.write` request), whichever comes first, with a nextPageToken as Google's paging
+allows: 1000 entries of 256 KB each would otherwise hold 256 MB in the service per page."""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ import heapq
 import json
 from operator import itemgetter
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from ...errors import FilterError
 from ...runner.logs import LogLine, read_log
@@ -19,12 +23,15 @@ from .entries import line_to_entry
 from .query import Entry, Node, nanos, parse_tree, pins, predicate, shown, time_bound
 
 DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE = 50, 1000
+MAX_PAGE_BYTES = 10 * 1024 * 1024  # of entries' text in one page (always at least one entry)
+ENTRY_BYTES = 500  # an entry's fields besides its text, roughly, as JSON
 JOB_FIELDS = ("resource.labels.job_id",)
 TASK_FIELDS = ("resource.labels.task_name", "labels.task_name", 'labels."ml.googleapis.com/task_name"')
 TRIAL_FIELDS = ('labels."ml.googleapis.com/trial_id"', "labels.trial_id")
 
 Source = tuple[str, str, str | None, str, Path]  # job_id, project, trial, task_name, path
 Key = tuple[int, str, str, str, int]  # timestamp ns, task_name, job_id, trial, offset: total and stable
+Visible = Callable[[int, str], bool]  # whether an entry (timestamp ns, identity) is ingested yet (see `emulation`)
 
 
 def _line_nanos(stamp: str) -> int | None:
@@ -104,7 +111,8 @@ def _seek(path: Path, floor: int) -> int:
         return start_at(lo)
 
 
-def _read(source: Source, start: int, floor: int | None, ceiling: int | None) -> Iterator[tuple[Key, Source, LogLine]]:
+def _read(source: Source, start: int, floor: int | None, ceiling: int | None,
+          visible: Visible | None = None) -> Iterator[tuple[Key, Source, LogLine]]:
     """One file's lines from `start` within the time bounds; nothing if the file does not exist (yet)."""
     job_id, _, trial, task, path = source
     try:
@@ -116,6 +124,8 @@ def _read(source: Source, start: int, floor: int | None, ceiling: int | None) ->
                 continue
             if ceiling is not None and stamp > ceiling:
                 return
+            if visible is not None and not visible(stamp, f"{_fid(source)}/{offset}"):
+                return  # not ingested yet, nor what the replica wrote after it: its entries arrive in order
             yield (stamp, task, job_id, trial or "", offset), source, line
     except FileNotFoundError:
         return
@@ -156,13 +166,13 @@ _PROBE = LogLine("1970-01-01T00:00:00.000000Z", "stdout", "")
 
 def list_entries(sources: Iterable[tuple[str, str, Path, str | None]], *, filter_text: str = "",
                  order_by: str = "timestamp asc", page_size: int = DEFAULT_PAGE_SIZE,
-                 page_token: str = "", visible_until: int | None = None) -> dict:
+                 page_token: str = "", visible: Visible | None = None) -> dict:
     """One page of `entries.list`: `{"entries": [...], "nextPageToken": ...}` (no token on the last page).
-    `visible_until` (ns): entries stamped later are not ingested yet (see `emulation`).
+    `visible`: whether an entry is ingested yet (see `emulation`).
 
     `sources` are `(job_id, project, job_dir, trial)`. Ascending pages stream the files through
     heapq.merge and their token holds, per file, the offset to continue from; descending pages keep the
-    newest page_size + 1 entries and their token holds the key of the last one returned.
+    newest entries that make a page, plus one, and their token holds the key of the last one returned.
     """
     descending = _order(order_by)
     size = int(page_size or 0)
@@ -173,8 +183,6 @@ def list_entries(sources: Iterable[tuple[str, str, Path, str | None]], *, filter
     state = _decode(page_token, descending)
     files = [f for f in _files(sources, tree) if file_match(line_to_entry(f[0], f[1], f[3], 0, _PROBE, f[2]))]
     floor, ceiling = time_bound(tree, lower=True), time_bound(tree, lower=False)
-    if visible_until is not None:  # entries not ingested yet are not there
-        ceiling = visible_until if ceiling is None else min(ceiling, visible_until)
 
     def entry(key: Key, source: Source, line: LogLine) -> Entry:
         job_id, project, trial, task, _ = source
@@ -183,29 +191,31 @@ def list_entries(sources: Iterable[tuple[str, str, Path, str | None]], *, filter
     if descending:
         before = tuple(state["k"]) if state else None
 
-        def candidates() -> Iterator[tuple[Key, Entry]]:
+        def candidates() -> Iterator[tuple[Key, int, Entry]]:
             for source in files:
-                with contextlib.closing(_read(source, 0, floor, ceiling)) as lines:
+                with contextlib.closing(_read(source, 0, floor, ceiling, visible)) as lines:
                     for key, _, line in lines:
                         if before is not None and key >= before:
                             break  # the rest of this file is newer still
                         if match(e := entry(key, source, line)):
-                            yield key, e
+                            yield key, _bytes(line), e
 
-        top = heapq.nlargest(size + 1, candidates(), key=itemgetter(0))
-        page = {"entries": [e for _, e in top[:size]]}
-        if len(top) > size:
-            page["nextPageToken"] = _encode({"o": "desc", "k": list(top[size - 1][0])})
+        top = _newest(candidates(), size)
+        kept = _fitting([n for _, n, _ in top], size)
+        page = {"entries": [e for _, _, e in top[:kept]]}
+        if len(top) > kept:
+            page["nextPageToken"] = _encode({"o": "desc", "k": list(top[kept - 1][0])})
         return page
 
     positions: dict[str, int] = dict(state["p"]) if state else {}
-    streams = [_read(source, positions.get(_fid(source), 0), floor, ceiling) for source in files]
-    page = {"entries": []}
+    streams = [_read(source, positions.get(_fid(source), 0), floor, ceiling, visible) for source in files]
+    page, total = {"entries": []}, 0
     try:
         for key, source, line in heapq.merge(*streams, key=itemgetter(0)):
             if match(e := entry(key, source, line)):
-                if len(page["entries"]) == size:  # one more exists: continue right before it
-                    page["nextPageToken"] = _encode({"o": "asc", "p": positions})
+                total += _bytes(line)
+                if len(page["entries"]) == size or (page["entries"] and total > MAX_PAGE_BYTES):
+                    page["nextPageToken"] = _encode({"o": "asc", "p": positions})  # continue right before it
                     break
                 page["entries"].append(e)
             positions[_fid(source)] = key[-1]
@@ -213,3 +223,34 @@ def list_entries(sources: Iterable[tuple[str, str, Path, str | None]], *, filter
         for stream in streams:
             stream.close()
     return page
+
+
+def _bytes(line: LogLine) -> int:
+    """What an entry of this line weighs in a page (its text is at most 256 KB: see `runner.logs`)."""
+    text = line.text
+    return (len(text) if text.isascii() else len(text.encode("utf-8"))) + ENTRY_BYTES
+
+
+def _fitting(sizes: list[int], size: int) -> int:
+    """How many of the first of `sizes` make a page: at most `size`, MAX_PAGE_BYTES, at least one."""
+    count, total = 0, 0
+    for n in sizes[:size]:
+        total += n
+        if count and total > MAX_PAGE_BYTES:
+            break
+        count += 1
+    return count
+
+
+def _newest(candidates: Iterable[tuple[Key, int, Entry]], size: int) -> list[tuple[Key, int, Entry]]:
+    """The newest candidates that make a page, and the next older one, newest first. Holds only
+    what the page may hold, plus an entry or two, however many candidates there are."""
+    heap: list[tuple[Key, int, Entry]] = []  # the oldest first
+    total = 0
+    for item in candidates:
+        heapq.heappush(heap, item)
+        total += item[1]
+        # the oldest can go when the rest already make a page and one more
+        while len(heap) > size + 1 or (len(heap) > 2 and total - heap[0][1] > MAX_PAGE_BYTES):
+            total -= heapq.heappop(heap)[1]
+    return sorted(heap, key=itemgetter(0), reverse=True)
