@@ -7,7 +7,9 @@ messages then). So in a kernel `load_ipython_extension` installs an input
 transformer that turns a `%%vertex_train` cell into an awaited call of the magic
 (`VertexTrainMagics.vertex_train_async`), which waits with `asyncio.sleep`: the
 cell still blocks "Run All" until the job ends, and the view answers within a
-second. Outside a kernel (an IPython terminal, tests) the magic waits plainly.
+second (ipykernel does not say `idle` for widget messages it handles meanwhile, which the
+widgets' front end waits for before it sends a widget's next change: `install` adds that).
+Outside a kernel (an IPython terminal, tests) the magic waits plainly.
 
 Interrupting the kernel stops the waiting; the job goes on.
 """
@@ -29,6 +31,29 @@ def install(shell: Any, magics: Any) -> None:
     shell.user_ns["__vertex_train__"] = magics.vertex_train_async
     if _awaited not in shell.input_transformers_cleanup:
         shell.input_transformers_cleanup.append(_awaited)
+    _say_idle_after_widget_messages(shell.kernel)
+
+
+def _say_idle_after_widget_messages(kernel: Any) -> None:
+    """ipykernel handles a widget's message while a cell awaits ("concurrently") but publishes no
+    status for it, and the widgets' front end sends a widget's next change only once the kernel
+    said `idle` for the previous one: a second click or keystroke would wait for the cell to end.
+    So each such message ends with `idle` for it, then `busy` again for the cell that still runs."""
+    dispatch = kernel.dispatch_shell
+    if getattr(dispatch, "says_idle", False):
+        return
+
+    async def dispatch_shell(msg: Any, /, subshell_id: str | None = None, *, concurrent: bool = False) -> None:
+        cell = kernel.get_parent("shell")
+        try:
+            await dispatch(msg, subshell_id=subshell_id, concurrent=concurrent)
+        finally:
+            if concurrent:
+                kernel._publish_status("idle", "shell", parent=kernel.get_parent("shell"))
+                kernel._publish_status("busy", "shell", parent=cell)
+
+    dispatch_shell.says_idle = True  # type: ignore[attr-defined]
+    kernel.dispatch_shell = dispatch_shell
 
 
 def _awaited(lines: list[str]) -> list[str]:

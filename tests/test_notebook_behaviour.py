@@ -12,10 +12,11 @@ from typing import Any
 
 import nbformat
 import pytest
+from jupyter_client.manager import start_new_kernel
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 
-from conftest import pool
+from conftest import pool, processes_of_job, wait_for
 from jupyter_ext import launch
 from jupyter_ext.service import daemon
 
@@ -123,3 +124,31 @@ def test_vtrain_notebook_stops_at_a_failed_job_and_exits_1(tmp_path: Path) -> No
     assert "error in cell 2: JobFailedError: CustomJob" in done.stdout
     executed = nbformat.read(str(tmp_path / "out.ipynb"), as_version=4)
     assert executed.cells[2].execution_count is None  # as "Run All": nothing after the failed cell
+
+
+def test_interrupting_the_kernel_stops_the_waiting_and_the_job_goes_on(tmp_path: Path) -> None:
+    kernel, client = start_new_kernel(kernel_name="python3", cwd=str(tmp_path))
+    try:
+        client.execute_interactive("%load_ext jupyter_ext", timeout=60)
+        cell = client.execute("%%vertex_train --workers 1 --name outlives-the-wait job\n"
+                              "import time\nprint('training', flush=True)\ntime.sleep(600)\n")
+
+
+        def running() -> str | None:
+            found = [j for j in launch.list_jobs() if j.display_name == "outlives-the-wait"]
+            return found[0].name.rsplit("/", 1)[1] if found and found[0].state.name == "JOB_STATE_RUNNING" else None
+        job_id = wait_for(running, 120, "the job to run")
+        kernel.interrupt_kernel()
+        outputs = []
+        while (message := client.get_iopub_msg(timeout=60))["msg_type"] != "status" or \
+                message["parent_header"].get("msg_id") != cell or message["content"]["execution_state"] != "idle":
+            if message["parent_header"].get("msg_id") == cell and message["msg_type"] == "stream":
+                outputs.append(message["content"]["text"])
+        assert "stopped waiting; the job goes on" in "".join(outputs)
+        handle = launch.attach(job_id)
+        assert handle.state == "JOB_STATE_RUNNING" and len(processes_of_job(job_id)) == 2
+        handle.cancel()
+        assert handle.wait(60) == "JOB_STATE_CANCELLED"
+    finally:
+        client.stop_channels()
+        kernel.shutdown_kernel(now=True)

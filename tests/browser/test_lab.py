@@ -11,6 +11,8 @@ import json
 import re
 from typing import Any
 
+from playwright.sync_api import expect
+
 from .lab_steps import cell, notebook, open_jobs_panel, open_notebook, output_text, run_cell, wait_done, wait_idle
 
 TRAINER = """\
@@ -205,6 +207,17 @@ def test_cancel_from_the_monitor_of_a_waiting_cell(page: Any, lab: Any, shot: An
     cancel.wait_for(timeout=60_000)
     waiting.locator(".jp-OutputArea", has_text="started").first.wait_for(timeout=60_000)
     assert waiting.locator(".jp-InputArea-prompt").inner_text().strip() == "[*]:"  # the cell still waits
+    # the filter and the tabs answer within a second too: the kernel draws what they select
+    shown = waiting.locator(".jp-OutputArea .widget-html-content:visible", has_text="started")
+    expect(shown).to_have_count(1, timeout=60_000)  # the replicas' lines, in the "all" tab
+    filter_box = waiting.locator(".jp-OutputArea input[placeholder='filter lines']")
+    filter_box.fill("a line no replica printed")
+    expect(shown).to_have_count(0, timeout=1_000)
+    filter_box.fill("")
+    expect(shown).to_have_count(1, timeout=1_000)
+    waiting.locator(".jp-OutputArea .lm-TabBar-tab", has_text="workerpool1-1").click()
+    # a replica's tab shows its own lines, without the replica's name before each
+    expect(shown.filter(has_not_text="[workerpool")).to_have_count(1, timeout=1_000)
     shot("waiting")
     cancel.click()
     clicked = datetime.now(timezone.utc)
