@@ -67,18 +67,23 @@ def test_replicas_run_with_the_kernels_python_whoever_started_the_service(tmp_pa
     python = venv / "bin" / "python"
     kernels = tmp_path / "jupyter" / "kernels" / "other-env"
     kernels.mkdir(parents=True)
+    modules = tmp_path / "kernel-modules"  # on the kernel's import path only
+    modules.mkdir()
+    (modules / "only_in_the_kernel.py").write_text("WHERE = 'found'\n")
     (kernels / "kernel.json").write_text(json.dumps({
         "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": "other env", "language": "python"}))
+        "env": {"PYTHONPATH": str(modules)}, "display_name": "other env", "language": "python"}))
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
     daemon.ensure_running()
     book = _notebook("%load_ext jupyter_ext", "%%vertex_train --workers 1 --name which-python job\n"
-                     "import sys\nprint(sys.executable, sys.prefix)", "print(job.id, job.state)")
+                     "import sys\nimport only_in_the_kernel\n"
+                     "print(sys.executable, sys.prefix, only_in_the_kernel.WHERE)",
+                     "print(job.id, job.state)")
     NotebookClient(book, timeout=300, kernel_name="other-env").execute(cwd=str(tmp_path))
     job_id, state = book.cells[2].outputs[0].text.split()
     assert state == "JOB_STATE_SUCCEEDED"
     lines = {record.task_name: record.text for record in launch.attach(job_id).logs()}
-    assert lines == {"workerpool0-0": f"{python} {venv}", "workerpool1-0": f"{python} {venv}"}
+    assert lines == {"workerpool0-0": f"{python} {venv} found", "workerpool1-0": f"{python} {venv} found"}
 
 
 def test_replicas_get_only_what_vertex_would_give_and_what_the_user_passes(ipython: Any,
