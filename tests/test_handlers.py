@@ -400,7 +400,7 @@ async def test_parallel_refreshes_share_one_vertex_call_and_its_answer_is_reused
     assert all(b["errors"] == [] and len(_vertex_rows(b)) == VERTEX_PAGE_SIZE for b in bodies)
     started = time.monotonic()
     await _json(jp_fetch, "jobs")  # within vertex_cache: the same answer, at once
-    assert len(stand_in.lists) == 1 and time.monotonic() - started < 1.5
+    assert len(stand_in.lists) == 1 and time.monotonic() - started < stand_in.delay  # not waiting for Vertex
     await asyncio.sleep(3)
     again = await _json(jp_fetch, "jobs")  # past vertex_cache: listed again
     assert len(stand_in.lists) == 2 and len(_vertex_rows(again)) == VERTEX_PAGE_SIZE
@@ -414,7 +414,7 @@ async def test_a_slow_vertex_is_an_error_entry_and_its_answer_comes_later(
     for _ in range(2):  # the second request awaits the same call: no second one
         started = time.monotonic()
         body = await _json(jp_fetch, "jobs")
-        assert time.monotonic() - started < 2
+        assert time.monotonic() - started < stand_in.delay  # answered at vertex_timeout, not when Vertex answers
         (error,) = body["errors"]
         assert error["source"] == "vertex" and "Vertex AI is slow" in error["message"]
         assert finished_job.id in [j["id"] for j in body["jobs"]] and _vertex_rows(body) == []

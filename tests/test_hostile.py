@@ -1,7 +1,7 @@
 """The local service against hostile and mistaken requests (issue 15), through raw HTTP with the
 service's token, the real SDK and the real CLI: each gets Google's error shape naming the field (never
-a 500), and afterwards the service still answers a GET of another job within 1 s and nothing was lost
-(that job, its logs, the token)."""
+a 500), and afterwards the service still answers a GET of another job and nothing was lost (that job,
+its logs, the token). How fast it answers under load is measured by `benchmarks/bench_service.py`."""
 
 from __future__ import annotations
 
@@ -36,7 +36,6 @@ from jupyter_ext.service.queueing import JobQueue
 
 JOBS = "/v1/projects/local/locations/us-central1/customJobs"
 TUNING_JOBS = "/v1/projects/local/locations/us-central1/hyperparameterTuningJobs"
-QUICK = 1.0  # seconds: the bound on a GET while the service is under attack
 EQUALS_LINES = 200_000  # lines of 40 "=" for the regex and the heavy listing (about 3 s to list)
 
 
@@ -79,13 +78,15 @@ class Api:
     def entries(self, body: Any = None, raw: bytes | None = None, timeout: float = 60) -> tuple[int, Any]:
         return self.call("POST", "/v2/entries:list", body, raw, timeout)
 
-    def quick_get(self, job: str) -> dict:
-        """A GET of `job`, which must answer within QUICK seconds."""
-        start = time.monotonic()
-        found = self.job(job)
-        took = time.monotonic() - start
-        assert took < QUICK, f"a GET of another job took {took:.2f} s"
-        return found
+    def answered_during(self, job: str, requests: list[threading.Thread]) -> int:
+        """How many GETs of `job` were answered while `requests` were still running (it waits for them).
+        An event loop blocked by a request answers none before that request ends."""
+        answered = 0
+        while any(thread.is_alive() for thread in requests):
+            self.job(job)
+            answered += any(thread.is_alive() for thread in requests)
+            time.sleep(0.1)
+        return answered
 
 
 def custom_job(name: str, *pools: dict) -> dict:
@@ -111,7 +112,7 @@ class Witness:
     token: str
 
     def intact(self) -> None:
-        assert self.api.quick_get(self.job)["state"] == "JOB_STATE_SUCCEEDED"
+        assert self.api.job(self.job)["state"] == "JOB_STATE_SUCCEEDED"
         status, page = self.api.entries({"resourceNames": ["projects/local"], "pageSize": 100,
                                          "filter": f'resource.labels.job_id="{self.job}"'})
         assert status == 200 and [e["textPayload"] for e in page["entries"]] == self.lines
@@ -196,7 +197,7 @@ def test_an_oversized_body_is_413_and_read_to_its_end(witness: Witness) -> None:
 
 def test_a_backtracking_regex_answers_quickly_and_blocks_no_other_request(witness: Witness, equals_job: str) -> None:
     """`(=+)+x` over lines of 40 "=" backtracks for ever in Python's re; RE2 is linear. While the filter
-    runs over every line, GETs of another job keep answering within 1 s."""
+    runs over every line, GETs of another job keep being answered."""
     answered: dict[str, Any] = {}
 
     def listing() -> None:
@@ -207,17 +208,13 @@ def test_a_backtracking_regex_answers_quickly_and_blocks_no_other_request(witnes
     started = time.monotonic()
     thread = threading.Thread(target=listing)
     thread.start()
-    gets = 0
-    while thread.is_alive():
-        witness.api.quick_get(witness.job)
-        gets += 1
-        time.sleep(0.1)
+    answered_during = witness.api.answered_during(witness.job, [thread])
     thread.join()
     took = time.monotonic() - started
     status, page = answered["page"]
     assert status == 200 and page == {"entries": []}  # no line holds an x
     assert took < 60, f"the regex filter took {took:.1f} s"
-    assert gets >= 3, "the listing ended before it could be shown not to block"
+    assert answered_during >= 3, "the listing blocked other requests, or ended before it could be shown not to"
     # the same engine finds what is there
     status, page = witness.api.entries({"resourceNames": ["projects/local"], "pageSize": 3,
                                         "filter": f'resource.labels.job_id="{equals_job}" textPayload=~"^(=+)+$"'})
@@ -231,12 +228,7 @@ def test_heavy_listings_leave_the_event_loop_free(witness: Witness, equals_job: 
                                 kwargs={"timeout": 120}) for _ in range(2)]
     for thread in threads:
         thread.start()
-    gets = 0
-    while any(thread.is_alive() for thread in threads):
-        witness.api.quick_get(witness.job)
-        gets += 1
-        time.sleep(0.1)
-    assert gets >= 3
+    assert witness.api.answered_during(witness.job, threads) >= 3
     witness.intact()
 
 

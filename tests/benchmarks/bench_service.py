@@ -5,6 +5,8 @@
    started; "all started" is the last of those).
 2. Throughput of `GetCustomJob` polls from 50 concurrent clients: requests per
    second and p99 latency.
+3. Latency of `GetCustomJob` while two heavy `entries:list` requests (every line of a
+   200,000-line log, nothing matching) run, against the same GETs on an idle service.
 
 Run: python tests/benchmarks/bench_service.py [--runs N] [--requests N]
 """
@@ -13,12 +15,15 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import json
 import os
+import statistics
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import median, report  # noqa: E402
@@ -97,6 +102,62 @@ def poll_throughput(name: str, endpoint: str, token: str, clients: int, per_clie
         ("p99 latency ms", f"{latencies[int(len(latencies) * 0.99)] * 1000:.1f}")])
 
 
+def _latencies(get: Callable[[], None], count: int | None = None,
+               while_alive: list[threading.Thread] | None = None) -> list[float]:
+    taken = []
+    while (count is not None and len(taken) < count) or (while_alive and any(t.is_alive() for t in while_alive)):
+        start = time.perf_counter()
+        get()
+        taken.append(time.perf_counter() - start)
+        time.sleep(0.05)
+    return sorted(taken)
+
+
+def gets_under_heavy_listings(endpoint: str, token: str) -> None:
+    from google.cloud import aiplatform
+
+    lines = 200_000
+    custom = aiplatform.CustomJob(display_name="equals", worker_pool_specs=[{
+        "machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 1, "container_spec": {
+            "image_uri": "x", "command": [sys.executable, "-c",
+                                          f"import sys; sys.stdout.write(('=' * 40 + '\\n') * {lines})"]}}])
+    custom.run()
+    host, port = endpoint.removeprefix("http://").split(":")
+    headers = {"Authorization": f"Bearer {token}"}
+
+    def call(method: str, path: str, body: str | None = None, timeout: float = 30) -> None:
+        conn = http.client.HTTPConnection(host, int(port), timeout=timeout)
+        conn.request(method, path, body=body, headers=headers)
+        response = conn.getresponse()
+        response.read()
+        conn.close()
+        assert response.status == 200, response.status
+
+    def get() -> None:
+        call("GET", f"/v1/{custom.resource_name}")
+
+    def listing() -> None:
+        call("POST", "/v2/entries:list", json.dumps({"filter": 'textPayload:"nothing like this"'}), timeout=300)
+
+    idle = _latencies(get, count=100)
+    listings = [threading.Thread(target=listing) for _ in range(2)]
+    start = time.perf_counter()
+    for t in listings:
+        t.start()
+    busy = _latencies(get, while_alive=listings)
+    wall = time.perf_counter() - start
+
+    def ms(values: list[float], q: float) -> str:
+        return f"{values[min(len(values) - 1, int(len(values) * q))] * 1000:.0f}"
+
+    report(f"GetCustomJob while 2 listings read {lines:,} lines each ({wall:.1f} s) vs idle", [
+        ("GETs idle / during the listings", f"{len(idle)} / {len(busy)}"),
+        ("p50 ms idle / busy", f"{ms(idle, 0.5)} / {ms(busy, 0.5)}"),
+        ("p99 ms idle / busy", f"{ms(idle, 0.99)} / {ms(busy, 0.99)}"),
+        ("max ms idle / busy", f"{idle[-1] * 1000:.0f} / {busy[-1] * 1000:.0f}"),
+        ("p50 ratio busy / idle", f"{statistics.median(busy) / statistics.median(idle):.1f}")])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=5)
@@ -117,6 +178,7 @@ def main() -> None:
             launch_ratio(args.runs)
             job = aiplatform.CustomJob.list()[0]
             poll_throughput(job.resource_name, info["endpoint"], daemon.read_token(), 50, args.requests)
+            gets_under_heavy_listings(info["endpoint"], daemon.read_token())
         finally:
             daemon.stop()
 

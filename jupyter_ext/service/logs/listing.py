@@ -13,6 +13,7 @@ import contextlib
 import functools
 import heapq
 import json
+import time
 from operator import itemgetter
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
@@ -24,6 +25,7 @@ from .query import Entry, Node, nanos, parse_tree, pins, predicate, shown, time_
 
 DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE = 50, 1000
 MAX_PAGE_BYTES = 10 * 1024 * 1024  # of entries' text in one page (always at least one entry)
+YIELD_EVERY = 1024  # lines read between giving up the GIL to other threads
 ENTRY_BYTES = 500  # an entry's fields besides its text, roughly, as JSON
 JOB_FIELDS = ("resource.labels.job_id",)
 TASK_FIELDS = ("resource.labels.task_name", "labels.task_name", 'labels."ml.googleapis.com/task_name"')
@@ -118,7 +120,9 @@ def _read(source: Source, start: int, floor: int | None, ceiling: int | None,
     try:
         if floor is not None:
             start = max(start, _seek(path, floor))
-        for offset, line in read_log(path, start):
+        for count, (offset, line) in enumerate(read_log(path, start), 1):
+            if count % YIELD_EVERY == 0:
+                time.sleep(0)  # let the event loop and quick requests take the GIL (bench_service: p99 ~1 s -> ~90 ms)
             stamp = _line_nanos(line.timestamp)
             if stamp is None:
                 continue
