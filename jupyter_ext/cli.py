@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, Sequence
 
 from . import build_cli, limits, scheduling, states
 from .errors import WorkbenchError
-from .names import ADDRESS_STYLES, FORMATS
+from .names import ADDRESS_STYLES, FORMATS, TUNING_PARALLEL, TUNING_TRIALS
 
 if TYPE_CHECKING:
     from .launch import Target
@@ -206,8 +206,8 @@ def _parser() -> argparse.ArgumentParser:
                    '"lr=double:1e-4:1e-1:log, units=int:16:128, optimizer=categorical:adam,sgd" '
                    "(types: double, int, categorical, discrete; scales: linear, log, reverse_log)")
     t.add_argument("--metric", metavar="METRIC:GOAL", help="the metric to optimize, e.g. accuracy:maximize")
-    t.add_argument("--trials", type=int, metavar="N", help="maxTrialCount (default 10)")
-    t.add_argument("--parallel", type=int, metavar="N", help="parallelTrialCount (default 1)")
+    t.add_argument("--trials", type=int, metavar="N", help=f"maxTrialCount (default {TUNING_TRIALS})")
+    t.add_argument("--parallel", type=int, metavar="N", help=f"parallelTrialCount (default {TUNING_PARALLEL})")
     t.add_argument("--max-failed", type=int, metavar="N", help="maxFailedTrialCount: the job fails when more trials "
                    "fail (default 0: no limit)")
     t.add_argument("--algorithm", choices=("random", "grid", "bayesian"), help="the search (default: Vertex AI's "
@@ -620,7 +620,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     if resource is None:
         if not args.params or not args.metric:
             raise WorkbenchError("--params and --metric: both are needed unless SPEC is a HyperparameterTuningJob")
-        resource = tuning_request(_load(args.spec), tuning.study_spec(args.params, args.metric), max_trials=10)
+        resource = tuning_request(_load(args.spec), tuning.study_spec(args.params, args.metric))
     # every trial runs the trial job: --env and the scheduling flags go there, whichever form SPEC has
     trial_job = _with_flags(JobSpec(resource.display_name, resource.trial_job_spec), args)
     resource.trial_job_spec = trial_job.spec

@@ -19,6 +19,7 @@ from IPython.display import display
 
 from . import catalog, environment, scheduling, states, waiting
 from .errors import WorkbenchError
+from .names import TUNING_PARALLEL, TUNING_TRIALS
 
 if TYPE_CHECKING:  # the client library loads when a magic first runs, not at %load_ext
     from . import launch
@@ -107,8 +108,10 @@ class VertexTrainMagics(Magics):
               "categorical, discrete); every trial's replicas get them as --name=value")
     @argument("--metric", metavar="METRIC:GOAL", help="with --tune: the metric the trainer reports with "
               "cloudml-hypertune and its goal, e.g. accuracy:maximize")
-    @argument("--trials", type=int, default=10, metavar="N", help="with --tune: how many trials (default 10)")
-    @argument("--parallel", type=int, default=1, metavar="N", help="with --tune: trials at once (default 1)")
+    @argument("--trials", type=int, default=TUNING_TRIALS, metavar="N",
+              help=f"with --tune: how many trials (default {TUNING_TRIALS})")
+    @argument("--parallel", type=int, default=TUNING_PARALLEL, metavar="N",
+              help=f"with --tune: trials at once (default {TUNING_PARALLEL})")
     @argument("--max-failed", type=int, default=0, metavar="N", help="with --tune: the job fails when more trials "
               "fail (default 0: no limit)")
     @argument("--algorithm", choices=("random", "grid", "bayesian"), help="with --tune: the search (default: "

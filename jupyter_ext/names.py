@@ -4,3 +4,4 @@ before any client library is loaded."""
 
 FORMATS = ("rest", "gcloud", "sdk", "legacy")  # job description formats (spec.JobSpec.load/dump)
 ADDRESS_STYLES = ("cloud", "process", "docker")  # how replicas' addresses look (cluster.replicas)
+TUNING_TRIALS, TUNING_PARALLEL = 10, 1  # a tuning job's maxTrialCount and parallelTrialCount unless given

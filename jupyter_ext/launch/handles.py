@@ -19,6 +19,7 @@ from .. import failure, paths, staging, states, validate
 from ..api import CUSTOM_JOBS, TUNING_JOBS, Collection
 from ..environment import CLIENT_HEADER, Runtime
 from ..errors import JobFailedError, WorkbenchError
+from ..names import TUNING_PARALLEL, TUNING_TRIALS
 from ..runner.backend import address_style, backend_of
 from ..spec import JobSpec
 from .logs import LogReader, LogRecord, log_filter
@@ -235,7 +236,8 @@ def submit(spec: Any, target: Target | None = None, display_name: str | None = N
     return _create(CUSTOM_JOBS, target, resource)
 
 
-def tuning_request(spec: Any, study: Any, *, max_trials: int, parallel: int = 1, max_failed: int = 0,
+def tuning_request(spec: Any, study: Any, *, max_trials: int = TUNING_TRIALS, parallel: int = TUNING_PARALLEL,
+                   max_failed: int = 0,
                    display_name: str | None = None) -> v1.HyperparameterTuningJob:
     """A HyperparameterTuningJob whose trials run `spec` (any accepted job format; relative local
     package paths are made absolute). `study` is a `v1.StudySpec` or its REST dict."""
