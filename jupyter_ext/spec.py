@@ -503,7 +503,33 @@ def _parse(data: Any, message_type: Any, prefix: str) -> Any:
         raise _field_error(str(exc), prefix) from None
     except (TypeError, AttributeError, ValueError) as exc:  # protobuf's parser meeting a shape it did not expect
         raise SpecError(prefix, f"cannot be read: {exc}") from None
+    if unknown := unknown_enum_value(pb, prefix):
+        raise SpecError(*unknown)
     return message_type.wrap(pb)
+
+
+def unknown_enum_value(message: Any, path: str = "") -> tuple[str, str] | None:
+    """The first enum field of a protobuf message holding a number its enum does not name, as (path,
+    reason). proto3 JSON parses any number into an enum field; proto-plus reads it back as a bare int
+    with a warning, and what Vertex AI answers is not known (vertex-facts.md, UNCONFIRMED 11)."""
+    for descriptor, value in message.ListFields():
+        where = f"{path}.{descriptor.json_name}" if path else descriptor.json_name
+        if descriptor.enum_type is not None:
+            for number in value if descriptor.is_repeated else [value]:
+                if number not in descriptor.enum_type.values_by_number:
+                    names = ", ".join(v.name for v in descriptor.enum_type.values[1:])
+                    return where, f"invalid value {number} (valid: {names})"
+        elif descriptor.message_type is not None:
+            if descriptor.message_type.GetOptions().map_entry:
+                items = value.items() if descriptor.message_type.fields_by_name["value"].message_type else []
+                children = [(f"{where}[{key!r}]", item) for key, item in items]
+            else:
+                children = [(f"{where}[{i}]", item) for i, item in enumerate(value)] if descriptor.is_repeated \
+                    else [(where, value)]
+            for child_path, child in children:
+                if found := unknown_enum_value(child, child_path):
+                    return found
+    return None
 
 
 def _kind(value: Any) -> str:

@@ -150,6 +150,25 @@ def test_nesting_too_deep(capsys, tmp_path, suffix, text):
         JobSpec.load({"workerPoolSpecs": too_deep})
 
 
+@pytest.mark.parametrize("changes, path, number", [
+    ({"machineSpec": {"machineType": "n1-standard-8", "acceleratorType": 99, "acceleratorCount": 1}},
+     "workerPoolSpecs[0].machineSpec.acceleratorType", 99),
+    ({"diskSpec": {"bootDiskType": "pd-ssd", "bootDiskSizeGb": 100}, "scheduling": {"strategy": 42}},
+     "scheduling.strategy", 42),
+], ids=["acceleratorType 99", "scheduling.strategy 42"])
+def test_an_enum_number_its_enum_does_not_name_is_one_line_in_every_command(capsys, recwarn, tmp_path, changes,
+                                                                              path, number):
+    """proto3 JSON takes any number for an enum; reading 99 back gave a bare int (a traceback in `cost`
+    and `convert --to legacy`) and a Python warning above the error."""
+    pool_changes = {k: v for k, v in changes.items() if k != "scheduling"}
+    body = {"workerPoolSpecs": [{**pool(), **pool_changes}], **{k: v for k, v in changes.items() if k == "scheduling"}}
+    job = write_file(tmp_path / "job.json", body)
+    for argv in (["validate"], ["inspect"], ["cost"], ["convert", "--to", "legacy"], ["run"]):
+        message = one_error_line(*vtrain_in_process(capsys, argv[0], str(job), *argv[1:]))
+        assert message.startswith(f"{path}: invalid value {number} (valid: "), (argv, message)
+    assert [str(w.message) for w in recwarn] == []
+
+
 def test_keys_that_are_not_text(capsys, tmp_path):
     job = tmp_path / "job.yaml"
     job.write_text("trainingInput:\n  scaleTier: BASIC\n  1: x\n")

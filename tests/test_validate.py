@@ -248,11 +248,12 @@ def test_vtrain_validate_reports_each_problem(capsys, tmp_path):
     ({"workerPoolSpecs": [pool(machine="n1-standard-8", accelerator=99, accelerator_count=1)]},
      "workerPoolSpecs[0].machineSpec.acceleratorType"),
 ], ids=["both task specs", "bad replicaCount", "bad enum name", "bad enum number"])
-def test_vtrain_validate_unreadable_job_is_one_line(capsys, tmp_path, content, field):
+def test_vtrain_validate_unreadable_job_is_one_line(capsys, recwarn, tmp_path, content, field):
     code, out, err = vtrain_in_process(capsys, "validate", str(write_file(tmp_path / "job.json", content)))
     assert code == 2 and out == ""
     assert len(err.splitlines()) == 1 and err.startswith(f"vtrain: error: {field}: ")
     assert "Traceback" not in err
+    assert [str(w.message) for w in recwarn] == []  # a warning would be printed above the line
 
 
 def test_vtrain_validate_missing_file(capsys, tmp_path):

@@ -39,6 +39,7 @@ from google.protobuf import json_format
 from ..api import LOCAL_PROJECT
 from ..environment import CLIENT_HEADER, Runtime
 from ..errors import FilterError, ServiceError
+from ..spec import unknown_enum_value
 from .emulation import Options, ReadQuota, RequestRecord, ingestion, quota_error
 from .logs import list_entries
 from .logs.query import shown
@@ -307,6 +308,9 @@ def _parse(resource_type: Any, body: bytes) -> Any:
         json_format.ParseDict(data, resource_type.pb(message), ignore_unknown_fields=False)
     except (json_format.ParseError, ValueError, TypeError, RecursionError) as exc:
         raise _invalid(_parse_error(exc)) from None
+    if unknown := unknown_enum_value(resource_type.pb(message)):
+        where, reason = unknown
+        raise _invalid(f"{where}: {reason}")
     return message
 
 
