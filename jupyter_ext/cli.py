@@ -317,21 +317,31 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_cost(args: argparse.Namespace) -> int:
-    from . import cost
+    from . import cost, validate
+
+    job = validate.check(_load(args.spec))  # a job Vertex would refuse has no price (a replica count of -3: -$0.57)
+    region = _training_region(args.region)
+    sys.stdout.write(cost.estimate(job, region).text(args.spot or cost.spot_by_default(job)))
+    return 0
+
+
+def _training_region(flag: str | None) -> str:
+    """The region a command prices or writes a command for (see resolve_region); one where Vertex AI trains."""
+    from . import validate
     from .launch.target import resolve_region
 
-    job = _load(args.spec)
-    sys.stdout.write(cost.estimate(job, resolve_region(args.region)).text(args.spot or cost.spot_by_default(job)))
-    return 0
+    region = resolve_region(flag)
+    if problem := validate.region_problem(region):
+        raise WorkbenchError(problem)
+    return region
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
     job = _load(args.spec)
     if args.to == GCLOUD_COMMAND:
         from . import exports
-        from .launch.target import resolve_region
 
-        sys.stdout.write(exports.gcloud_command(job, resolve_region(args.region)))
+        sys.stdout.write(exports.gcloud_command(job, _training_region(args.region)))
     elif job.tuning is not None and args.to == "rest":  # a legacy job with hyperparameters: a tuning job
         import yaml
 

@@ -349,10 +349,17 @@ def _access_rules(spec: v1.CustomJobSpec) -> Iterator[str]:
             yield "serviceAccount: required with tensorboard (the replicas write to it as that account)"
 
 
+def region_problem(region: str) -> str | None:
+    """One line if Vertex AI custom training does not run in `region` at all."""
+    if region not in catalog.training_regions():
+        return f"region: {catalog.unavailable(region, catalog.DEFAULT_MACHINE)}"
+    return None
+
+
 def _region_rules(job: JobSpec, region: str) -> list[str]:
     """What `region` does not offer (catalog.availability); unknown is allowed (see notices)."""
-    if region not in catalog.training_regions():
-        return [f"region: {catalog.unavailable(region, catalog.DEFAULT_MACHINE)}"]
+    if problem := region_problem(region):
+        return [problem]
     found = []
     for pos, pool in job.pools:
         ms = pool.machine_spec

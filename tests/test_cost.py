@@ -92,6 +92,22 @@ def test_what_has_no_price_is_listed_not_guessed(capsys, a100_job):
     assert "Total of the priced pools:" in estimate.text() and "1 pool(s) not priced" in estimate.summary()
 
 
+def test_a_job_vertex_would_refuse_is_not_priced(capsys, tmp_path):
+    negative = write_spec(tmp_path / "negative.json", [pool(), pool(replicas=-3)])
+    code, out, err = vtrain_in_process(capsys, "cost", str(negative))
+    assert (code, out) == (2, "") and err.startswith("vtrain: error: workerPoolSpecs[1].replicaCount: ")
+    assert len(err.splitlines()) == 1
+
+
+def test_a_region_where_vertex_does_not_train_is_one_line(capsys):
+    code, out, err = vtrain_in_process(capsys, "cost", str(EXAMPLE), "--region", "us-centrl1")
+    assert (code, out) == (2, "")
+    assert err == ("vtrain: error: region: Vertex AI custom training is not offered in 'us-centrl1' (not one of "
+                   "gcloud's training regions; did you mean us-central1)\n")
+    code, out, err = vtrain_in_process(capsys, "convert", str(EXAMPLE), "--to", "gcloud-command", "--region", "mars")
+    assert (code, out) == (2, "") and err.startswith("vtrain: error: region: ")
+
+
 def test_the_estimate_per_pool_and_for_the_job():
     estimate = cost.estimate(JobSpec.load(EXAMPLE), "us-central1")
     assert [(p.position, p.replicas, p.machine_type, p.on_demand) for p in estimate.pools] == [
