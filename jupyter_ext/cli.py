@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import signal
 import sys
@@ -512,14 +511,10 @@ def _usable_folder(path: str, flag: str) -> None:
     """A folder the job writes to: made if missing; a user mistake (a file, no permission) is one line."""
     from pathlib import Path
 
-    try:
-        Path(path).mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise WorkbenchError(f"{flag}: {path} is a file, not a folder") from None
-    except OSError as exc:
-        raise WorkbenchError(f"{flag}: cannot make the folder {path} ({exc.strerror})") from None
-    if not os.access(path, os.W_OK | os.X_OK):
-        raise WorkbenchError(f"{flag}: cannot write in {path}")
+    from . import paths
+
+    if problem := paths.folder_problem(Path(path)):
+        raise WorkbenchError(f"{flag}: {problem}")
 
 
 def _print_logs(handle: Any, replica: str | None, follow: bool) -> None:

@@ -66,6 +66,19 @@ def make_dir(path: Path) -> Path:
     return Path(path)
 
 
+def folder_problem(path: Path) -> str | None:
+    """Why a job cannot write its outputs in `path` (made if missing), in words for one line; None if it can."""
+    try:
+        make_dir(path)
+    except FileExistsError:
+        return f"{path} is a file, not a folder"
+    except OSError as exc:
+        return f"cannot make the folder {path} ({exc.strerror})"
+    if not os.access(path, os.W_OK | os.X_OK):
+        return f"cannot write in {path}"
+    return None
+
+
 def private_opener(path: str | os.PathLike[str], flags: int) -> int:
     """An `opener` for `open()`: a file it creates is 0600, one that exists is made 0600."""
     fd = os.open(path, flags, FILE_MODE)

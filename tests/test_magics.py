@@ -102,6 +102,22 @@ def test_user_mistakes_name_the_flag_or_field(ip, flags: str, message: str,  # t
     assert "Traceback" not in out.stderr + out.stdout
 
 
+def test_job_dir_is_the_notebooks_folder_and_one_it_cannot_make_is_one_line(  # type: ignore[no-untyped-def]
+        ip, service: dict, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A relative --job-dir is under the notebook's folder (the kernel's), not the local service's."""
+    monkeypatch.chdir(tmp_path)  # the service, already running, was started in another folder
+    code = 'import os, pathlib\npathlib.Path(os.environ["AIP_MODEL_DIR"], "saved.txt").write_text("model")\n'
+    with capture_output():
+        ip.run_cell_magic("vertex_train", "--job-dir out --name outputs outputs", code)
+    assert ip.user_ns["outputs"].state == "JOB_STATE_SUCCEEDED"
+    assert (tmp_path / "out" / "model" / "saved.txt").read_text() == "model"
+    jobs_before = set(ip.run_line_magic("vertex_jobs", "")["id"])
+    with pytest.raises(UsageError, match=r"^baseOutputDirectory.outputUriPrefix: cannot make the folder "
+                                         r"/proc/nowhere/out \(No such file or directory\)$"):
+        ip.run_cell_magic("vertex_train", "--job-dir /proc/nowhere/out", CELL)
+    assert set(ip.run_line_magic("vertex_jobs", "")["id"]) == jobs_before  # nothing was launched
+
+
 def test_a_local_three_replica_job_runs_from_a_cell(ip) -> None:  # type: ignore[no-untyped-def]
     with capture_output():
         ip.run_cell_magic("vertex_train", '--workers 2 --name from-cell --args "--lr 0.1" job', CELL)

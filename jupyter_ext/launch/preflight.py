@@ -21,6 +21,9 @@ for those here:
   workbench's data folder, or the home or current folder unless that is a folder
   images have too): on Vertex AI it runs inside the image.
 
+For a local job, the one check is that a base output directory in a local folder
+(relative to the job file's folder, or the kernel's) can be made and written.
+
 `region_of(target)` is the region whose offer a job is checked against (none for
 the local service); `notices(job, target)` are the lines worth showing before a
 job goes (deprecated choices, what runs differently on this machine).
@@ -38,6 +41,7 @@ from ..errors import ValidationError, WorkbenchError
 from ..runner.backend import BACKEND_LABEL
 from ..spec import JobSpec
 from ..staging import DISTRIBUTIONS, is_local, split_uri
+from .prepare import local_output_folder
 from .target import Session, Target
 
 _LOOPBACK = ("localhost", "127.0.0.1", "[::1]", "0.0.0.0")
@@ -49,7 +53,8 @@ _SYSTEM_PREFIXES = tuple(Path(p) for p in ("/usr", "/bin", "/sbin", "/lib", "/li
 
 
 def check(job: JobSpec, target: Target) -> None:
-    """Raise ValidationError with every problem of `job` for Vertex AI (nothing for local targets)."""
+    """Raise ValidationError with every problem of `job` for Vertex AI (for a local target: an output
+    folder this machine cannot make)."""
     found = list(problems(job, target))
     if found:
         raise ValidationError(found)
@@ -69,6 +74,8 @@ def notices(job: JobSpec, target: Target) -> list[str]:
 
 def problems(job: JobSpec, target: Target) -> Iterator[str]:
     if target.local:
+        if (folder := local_output_folder(job)) is not None and (problem := paths.folder_problem(folder)):
+            yield f"baseOutputDirectory.outputUriPrefix: {problem}"
         return
     if target.staging_bucket:
         yield from _gs("--staging-bucket", target.staging_bucket)

@@ -26,6 +26,8 @@ def prepare(job: JobSpec, target: Target, output_prefix: str) -> v1.CustomJob:
         if target.backend != DEFAULT_BACKEND:
             resource.labels[BACKEND_LABEL] = target.backend
         absolute_packages(resource.job_spec, job.source_dir or Path.cwd())
+        if (folder := local_output_folder(job)) is not None:
+            resource.job_spec.base_output_directory.output_uri_prefix = str(folder)
         return resource
     spec = resource.job_spec
     spec.service_account = spec.service_account or target.service_account
@@ -36,6 +38,16 @@ def prepare(job: JobSpec, target: Target, output_prefix: str) -> v1.CustomJob:
         stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d-%H-%M-%S-%f")[:-3]
         spec.base_output_directory.output_uri_prefix = f"{target.staging_bucket.rstrip('/')}/{output_prefix}-{stamp}"
     return resource
+
+
+def local_output_folder(job: JobSpec) -> Path | None:
+    """A local job's base output directory when it is a folder of this machine (not gs://), made absolute
+    from the job's folder (a job file's; a cell's is the kernel's): the local service runs in a folder
+    of its own."""
+    base = job.custom_job_spec().base_output_directory.output_uri_prefix
+    if not base or "://" in base:
+        return None
+    return Path(job.source_dir or Path.cwd()) / Path(base).expanduser()
 
 
 def absolute_packages(spec: v1.CustomJobSpec, base: Path) -> None:
