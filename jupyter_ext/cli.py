@@ -413,9 +413,13 @@ def _print_env(replica: Any, job: JobSpec, mask: bool) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from . import validate
+    from .launch.prepare import local_output_folder
     from .runner import Supervisor
 
     job = validate.check(_load(args.spec, args))
+    if (outputs := local_output_folder(job)) is not None:  # relative to the job file's folder, as `submit` has it
+        _usable_folder(str(outputs), "baseOutputDirectory.outputUriPrefix")
+        job.spec.base_output_directory.output_uri_prefix = str(outputs)
     # every replica is a process or a container here: a typo (5000 for 5) must not start them all
     limits.check_job(job.spec.worker_pool_specs, limits.Limits(max_replicas=args.max_replicas or 0), runner="run")
     lock = threading.Lock()

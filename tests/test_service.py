@@ -89,7 +89,8 @@ def test_logging_client_lists_one_replicas_lines_in_order(service: dict) -> None
     assert [e.payload for e in errors] == ["oops"]
 
 
-def test_a_relative_base_output_directory_is_under_the_job_files_folder(service: dict, tmp_path: Path) -> None:
+def test_a_relative_base_output_directory_is_under_the_job_files_folder_for_submit_and_run(
+        service: dict, tmp_path: Path) -> None:
     """As relative packageUris are: the local service runs in a folder of its own."""
     code = 'import os, pathlib\npathlib.Path(os.environ["AIP_MODEL_DIR"], "saved.txt").write_text("model")'
     (tmp_path / "project").mkdir()
@@ -99,12 +100,17 @@ def test_a_relative_base_output_directory_is_under_the_job_files_folder(service:
     assert submitted.returncode == 0, submitted.stderr
     handle = launch.attach(job_id(submitted.stdout.split()[1]))
     assert handle.wait(timeout=60) == "JOB_STATE_SUCCEEDED"
-    assert (tmp_path / "project" / "out" / "model" / "saved.txt").read_text() == "model"
+    saved = tmp_path / "project" / "out" / "model" / "saved.txt"
+    assert saved.read_text() == "model"
+    saved.unlink()
+    ran = vtrain("run", str(spec), "--quiet", cwd=tmp_path)  # on its own, without the service: the same folder
+    assert ran.returncode == 0 and saved.read_text() == "model", ran.stdout + ran.stderr
     unwritable = write_spec(tmp_path / "job.yaml", [pool(code="pass")],
                             baseOutputDirectory={"outputUriPrefix": str(spec)})  # a file
-    refused = vtrain("submit", str(unwritable))
-    assert refused.returncode == 2 and refused.stderr == (
-        f"vtrain: error: baseOutputDirectory.outputUriPrefix: {spec} is a file, not a folder\n")
+    for command in ("submit", "run"):
+        refused = vtrain(command, str(unwritable))
+        assert refused.returncode == 2 and refused.stderr == (
+            f"vtrain: error: baseOutputDirectory.outputUriPrefix: {spec} is a file, not a folder\n")
 
 
 def test_vtrain_logs_follow_shows_lines_while_the_job_runs(service: dict, tmp_path: Path) -> None:
