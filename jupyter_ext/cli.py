@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import signal
 import sys
 import threading
 from typing import TYPE_CHECKING, Any, NoReturn, Sequence
 
 from . import build_cli, limits, scheduling, states
-from .errors import WorkbenchError
+from .errors import WorkbenchError, client_error_message
 from .names import ADDRESS_STYLES, FORMATS, TUNING_PARALLEL, TUNING_TRIALS
 
 if TYPE_CHECKING:
@@ -52,15 +51,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(f"{exc.filename}: {exc.strerror or exc}")
     except Exception as exc:
         # errors the API clients report (bad job ID, no credentials) are the user's to fix, not bugs
-        from google.api_core.exceptions import GoogleAPICallError
-        from google.auth.exceptions import GoogleAuthError
-
-        if isinstance(exc, GoogleAPICallError):  # over REST the message starts with the request: not the user's
-            message = re.sub(r"^(GET|POST|PUT|PATCH|DELETE) \S+: ", "", exc.message)
-            return _fail(f"{exc.code.value if exc.code else ''} {message}".strip())
-        if isinstance(exc, GoogleAuthError):
-            return _fail(f"Google Cloud credentials: {exc}")
-        raise
+        if (message := client_error_message(exc)) is None:
+            raise
+        return _fail(message)
 
 
 def _fail(message: str) -> int:
@@ -484,7 +477,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     from .launch import job_row, list_jobs
 
     target = _target(args)
-    jobs = list_jobs(target, f'state="{states.name(args.state)}"' if args.state else "")
+    jobs = list_jobs(target, states.list_filter(args.state))
     if args.json:
         from .sensitive import mask_env
         from .spec import message_to_dict

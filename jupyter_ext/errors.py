@@ -6,6 +6,8 @@ User mistakes are `WorkbenchError`s: the CLI and the magics print their one-line
 
 from __future__ import annotations
 
+import re
+
 
 class WorkbenchError(Exception):
     """Root of the errors a user can cause and fix."""
@@ -88,3 +90,18 @@ class ServiceError(WorkbenchError):
     def __init__(self, http: int, status: str, message: str) -> None:
         self.http, self.status = http, status
         super().__init__(message)
+
+
+def client_error_message(exc: BaseException) -> str | None:
+    """What the API clients report of a user's mistake (a bad job ID: 404; no credentials) as one line
+    for the CLI and the magics, or None for anything else (a bug). Over REST the clients' message starts
+    with the request ("GET http://...: "), which is not the user's."""
+    from google.api_core.exceptions import GoogleAPICallError
+    from google.auth.exceptions import GoogleAuthError
+
+    if isinstance(exc, GoogleAPICallError):
+        message = re.sub(r"^(GET|POST|PUT|PATCH|DELETE) \S+: ", "", exc.message or "")
+        return " ".join(f"{exc.code.value if exc.code else ''} {message}".split())
+    if isinstance(exc, GoogleAuthError):
+        return " ".join(f"Google Cloud credentials: {exc}".split())
+    return None

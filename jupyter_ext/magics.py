@@ -18,7 +18,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from IPython.display import display
 
 from . import catalog, environment, scheduling, states, waiting
-from .errors import WorkbenchError
+from .errors import WorkbenchError, client_error_message
 from .names import TUNING_PARALLEL, TUNING_TRIALS
 
 if TYPE_CHECKING:  # the client library loads when a magic first runs, not at %load_ext
@@ -253,7 +253,7 @@ class VertexTrainMagics(Magics):
         args = parse_argstring(self.vertex_jobs, line)
         with _user_errors():
             target = self._target(args)
-            jobs = launch.list_jobs(target, f'state="{states.name(args.state)}"' if args.state else "")
+            jobs = launch.list_jobs(target, states.list_filter(args.state))
         rows = [launch.job_row(job, target.local) for job in jobs]
         frame = pd.DataFrame([{key: row[key] for key in JOB_COLUMNS} for row in rows], columns=JOB_COLUMNS)
         frame["state"] = frame["state"].map(states.short)
@@ -319,10 +319,8 @@ def _user_errors() -> Iterator[None]:
         yield
     except WorkbenchError as exc:
         raise UsageError(str(exc).replace("\n", "; ")) from None
-    except GoogleAPICallError as exc:
-        raise UsageError(exc.message) from None
-    except GoogleAuthError as exc:
-        raise UsageError(f"Google Cloud credentials: {exc}") from None
+    except (GoogleAPICallError, GoogleAuthError) as exc:
+        raise UsageError(client_error_message(exc)) from None
 
 
 def _unquote(text: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -81,6 +82,30 @@ def test_a_bad_flag_is_one_usage_error_without_traceback(ip) -> None:  # type: i
     with capture_output() as out:
         ip.run_cell("%%vertex_train --workers many\npass")
     assert "UsageError" in out.stderr + out.stdout and "Traceback" not in out.stderr + out.stdout
+
+
+def test_a_state_that_is_not_one_names_the_flag_in_the_magic_and_the_cli(ip) -> None:  # type: ignore[no-untyped-def]
+    from google.cloud.aiplatform_v1 import types as v1
+
+    from conftest import vtrain
+    from jupyter_ext import states
+
+    assert states.SHORT_NAMES == tuple(s.name.removeprefix("JOB_STATE_") for s in v1.JobState)[1:]
+    expected = "--state: 'DONE' is not a job state (valid: QUEUED, PENDING, RUNNING, SUCCEEDED, FAILED, "
+    with pytest.raises(UsageError, match="^" + re.escape(expected)):
+        ip.run_line_magic("vertex_jobs", "--state DONE")
+    done = vtrain("jobs", "--state", "DONE")
+    assert done.returncode == 2 and done.stderr.startswith("vtrain: error: " + expected)
+    assert set(ip.run_line_magic("vertex_jobs", "--state succeeded")["state"]) <= {"SUCCEEDED"}
+
+
+def test_a_job_that_does_not_exist_is_the_same_line_in_the_magic_and_the_cli(ip) -> None:  # type: ignore[no-untyped-def]
+    from conftest import vtrain
+
+    for magic in ("vertex_logs", "vertex_cancel"):  # not the REST request the client sent
+        with pytest.raises(UsageError, match=r"^404 CustomJob 999 does not exist$"):
+            ip.run_line_magic(magic, "999")
+    assert vtrain("logs", "999").stderr == "vtrain: error: 404 CustomJob 999 does not exist\n"
 
 
 @pytest.mark.parametrize("flags, message", [
