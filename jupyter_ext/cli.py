@@ -497,6 +497,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
     handle = attach(args.job, _target(args))
     handle.refresh()  # a job that does not exist is an error, not an empty log
+    handle.check_replica(args.replica)  # and so is a replica it does not have
     try:
         _print_logs(handle, args.replica, follow=args.follow)
     except KeyboardInterrupt:

@@ -160,6 +160,20 @@ def output_env(base: str, trial: str | None = None) -> dict[str, str]:
             "AIP_TENSORBOARD_LOG_DIR": root + "logs/"}
 
 
+def task_names(spec: Any) -> list[str]:
+    """The task names of a CustomJobSpec's replicas (workerpool{P}-{i}), in order."""
+    return [f"workerpool{pos}-{n}" for pos, pool in enumerate(spec.worker_pool_specs)
+            for n in range(pool.replica_count)]
+
+
+def missing_replica(spec: Any, job_id: str, task_name: str) -> str | None:
+    """One line naming --replica when the job has no such replica (its log would only be empty)."""
+    names = task_names(spec)
+    if task_name in names:
+        return None
+    return f"--replica: job {job_id} has no replica {task_name!r} (it has {', '.join(names)})"
+
+
 def _tf_task_names(job: JobSpec, legacy: bool) -> tuple[str, ...]:
     has_evaluators = any(pos == 3 for pos, _ in job.pools)
     use_chief = job.legacy.use_chief_in_tf_config if job.legacy else False

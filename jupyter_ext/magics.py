@@ -272,6 +272,7 @@ class VertexTrainMagics(Magics):
         args, handle = self._attach(self.vertex_logs, line)
         with _user_errors():
             handle.refresh()
+            handle.check_replica(args.replica)
         monitor = self.monitor = JobMonitor(handle)
         if args.replica:
             monitor.show_replica(args.replica)

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from . import paths, states
+from .cluster import missing_replica, task_names
 from .errors import WorkbenchError
 
 DEFAULT_SHELL = "/bin/sh"  # every image has it; an interactive process shell uses $SHELL
@@ -101,11 +102,6 @@ def heading(found: Sequence[Link]) -> str:
     return "Shell into a replica or open the dashboard" if DASHBOARD in kinds else "Shell into a replica"
 
 
-def task_names(spec: Any) -> list[str]:
-    return [f"workerpool{pos}-{n}" for pos, pool in enumerate(spec.worker_pool_specs)
-            for n in range(pool.replica_count)]
-
-
 def run(resource: Any, task_name: str, argv: Sequence[str]) -> int:
     """Run `argv` (an interactive shell when empty) in the replica `task_name` of a running local job;
     its exit code. Every reason it cannot is one WorkbenchError naming the flag or field."""
@@ -113,9 +109,8 @@ def run(resource: Any, task_name: str, argv: Sequence[str]) -> int:
     if not resource.job_spec.enable_web_access:
         raise WorkbenchError(f"enableWebAccess: job {job_id} was created without it; submit it with "
                              "--enable-web-access to open a shell in its replicas")
-    if task_name not in task_names(resource.job_spec):
-        raise WorkbenchError(f"--replica: job {job_id} has no replica {task_name!r} "
-                             f"(it has {', '.join(task_names(resource.job_spec))})")
+    if problem := missing_replica(resource.job_spec, job_id, task_name):
+        raise WorkbenchError(problem)
     if states.name(resource.state) != "JOB_STATE_RUNNING":
         raise WorkbenchError(f"JOB: job {job_id} is {states.short(resource.state)}; a shell needs a running replica")
     from .runner.backend import backend_of

@@ -108,6 +108,20 @@ def test_a_job_that_does_not_exist_is_the_same_line_in_the_magic_and_the_cli(ip)
     assert vtrain("logs", "999").stderr == "vtrain: error: 404 CustomJob 999 does not exist\n"
 
 
+def test_a_replica_the_job_does_not_have_is_one_line_not_an_empty_log(ip) -> None:  # type: ignore[no-untyped-def]
+    from conftest import vtrain
+
+    with capture_output():
+        ip.run_cell_magic("vertex_train", "--workers 1 --name two two", CELL)
+    job = ip.user_ns["two"].id
+    expected = f"--replica: job {job} has no replica 'workerpool1-1' (it has workerpool0-0, workerpool1-0)"
+    with pytest.raises(UsageError, match=f"^{re.escape(expected)}$"):
+        ip.run_line_magic("vertex_logs", f"{job} --replica workerpool1-1")
+    assert vtrain("logs", job, "--replica", "workerpool1-1").stderr == f"vtrain: error: {expected}\n"
+    shown = vtrain("logs", job, "--replica", "workerpool1-0")
+    assert shown.returncode == 0 and "[workerpool1-0] task worker 0" in shown.stdout
+
+
 @pytest.mark.parametrize("flags, message", [
     ("--accelerator NVIDIA_TESLA_T4:3", r"acceleratorCount: 3 is not offered for NVIDIA_TESLA_T4 on n1-standard-4"),
     ("--config nowhere", r"--config: no variable or file named 'nowhere'"),

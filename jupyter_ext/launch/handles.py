@@ -17,6 +17,7 @@ from google.cloud.aiplatform_v1 import types as v1
 
 from .. import failure, paths, staging, states, validate
 from ..api import CUSTOM_JOBS, TUNING_JOBS, Collection
+from ..cluster import missing_replica
 from ..environment import CLIENT_HEADER, Runtime
 from ..errors import JobFailedError, WorkbenchError
 from ..names import TUNING_PARALLEL, TUNING_TRIALS
@@ -120,6 +121,12 @@ class Handle:
             time.sleep(delay)
             delay = min(delay * 1.5, 5.0)
         return state
+
+    def check_replica(self, replica: str | None) -> None:
+        """A replica the job does not have is one WorkbenchError naming --replica, not an empty log."""
+        spec = self.resource.job_spec if self.collection is CUSTOM_JOBS else self.resource.trial_job_spec
+        if replica and (problem := missing_replica(spec, self.id, replica)):
+            raise WorkbenchError(problem)
 
     def log_reader(self, replica: str | None = None) -> LogReader:
         """A reader of the job's log (of one replica) that goes on from where it stopped."""
