@@ -163,7 +163,8 @@ def _parser() -> argparse.ArgumentParser:
 
     lg = sub.add_parser("logs", help="show a job's logs", description="Show a job's log entries, read through "
                         "the Cloud Logging client (from Cloud Logging, or from the local service).")
-    lg.add_argument("job", metavar="JOB", help="job ID or resource name")
+    lg.add_argument("job", metavar="JOB", help="job ID or resource name (a CustomJob or a tuning job: every trial's "
+                    "lines, named TRIAL/TASK_NAME)")
     lg.add_argument("--replica", metavar="TASK_NAME", help="only this replica, e.g. workerpool1-0")
     lg.add_argument("--follow", "-f", action="store_true", help="keep showing new lines until the job ends")
     _target_flags(lg)
@@ -183,7 +184,7 @@ def _parser() -> argparse.ArgumentParser:
     sh.set_defaults(func=cmd_shell)
 
     cn = sub.add_parser("cancel", help="cancel a job", description="Cancel a running job.")
-    cn.add_argument("job", metavar="JOB", help="job ID or resource name")
+    cn.add_argument("job", metavar="JOB", help="job ID or resource name (a CustomJob or a tuning job)")
     _target_flags(cn)
     cn.set_defaults(func=cmd_cancel)
 
@@ -493,10 +494,9 @@ def cmd_jobs(args: argparse.Namespace) -> int:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    from .launch import attach
+    from .launch import attach_any
 
-    handle = attach(args.job, _target(args))
-    handle.refresh()  # a job that does not exist is an error, not an empty log
+    handle = attach_any(args.job, _target(args))  # a job that does not exist is an error, not an empty log
     handle.check_replica(args.replica)  # and so is a replica it does not have
     try:
         _print_logs(handle, args.replica, follow=args.follow)
@@ -538,9 +538,9 @@ def cmd_shell(args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
-    from .launch import attach
+    from .launch import attach_any
 
-    handle = attach(args.job, _target(args))
+    handle = attach_any(args.job, _target(args))
     handle.cancel()
     print(f"cancelling {handle.name}")
     return 0

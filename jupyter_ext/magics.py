@@ -266,13 +266,20 @@ class VertexTrainMagics(Magics):
     @_job_arguments
     @line_magic
     def vertex_logs(self, line: str) -> None:
-        """Show a job live (re-attaches to a running job, e.g. after a kernel restart)."""
+        """Show a job live (re-attaches to a running job, e.g. after a kernel restart); a tuning job's ID
+        shows its trials."""
         from widgets.monitor import JobMonitor
+
+        from . import launch
 
         args, handle = self._attach(self.vertex_logs, line)
         with _user_errors():
-            handle.refresh()
             handle.check_replica(args.replica)
+        if isinstance(handle, launch.TuningHandle):
+            from widgets.tuning import TuningMonitor
+
+            display(TuningMonitor(handle))
+            return
         monitor = self.monitor = JobMonitor(handle)
         if args.replica:
             monitor.show_replica(args.replica)
@@ -294,7 +301,7 @@ class VertexTrainMagics(Magics):
 
         args = parse_argstring(magic, line)
         with _user_errors():
-            return args, launch.attach(args.job, self._target(args))
+            return args, launch.attach_any(args.job, self._target(args))
 
 
 def _study(args: Any) -> Any:

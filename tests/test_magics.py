@@ -108,6 +108,20 @@ def test_a_job_that_does_not_exist_is_the_same_line_in_the_magic_and_the_cli(ip)
     assert vtrain("logs", "999").stderr == "vtrain: error: 404 CustomJob 999 does not exist\n"
 
 
+def test_vertex_logs_and_cancel_take_a_tuning_jobs_id(ip) -> None:  # type: ignore[no-untyped-def]
+    with capture_output():
+        ip.run_cell_magic("vertex_train", '--tune "units=int:1:2" --metric accuracy:maximize --trials 1 --no-wait '
+                                          "--name tuned tuned", CELL + "import time; time.sleep(120)\n")
+    tuned = ip.user_ns["tuned"]
+    with capture_output() as out:
+        ip.run_line_magic("vertex_logs", tuned.id)
+    assert [o.data["text/plain"].split("(")[0] for o in out.outputs] == ["TuningMonitor"]
+    with capture_output() as out:
+        ip.run_line_magic("vertex_cancel", tuned.id)
+    assert out.stdout == f"cancelling {tuned.name}\n"
+    assert tuned.wait(60) == "JOB_STATE_CANCELLED"
+
+
 def test_a_replica_the_job_does_not_have_is_one_line_not_an_empty_log(ip) -> None:  # type: ignore[no-untyped-def]
     from conftest import vtrain
 

@@ -230,6 +230,24 @@ def test_vtrain_tune_puts_env_and_scheduling_flags_into_every_trial(service: dic
     assert bad.returncode == 2 and bad.stderr.startswith("vtrain: error: --max-wait (scheduling.maxWaitDuration)")
 
 
+def test_vtrain_logs_and_cancel_take_the_id_vtrain_tune_printed(service: dict, tmp_path: Path) -> None:
+    code = "import time; print('trial running', flush=True); time.sleep(120)"
+    spec = write_spec(tmp_path / "job.yaml", [pool(image="x", command=[sys.executable, "-c", code])])
+    done = vtrain("tune", str(spec), "--params", "units=int:1:2", "--metric", "accuracy:maximize", "--trials", "1",
+                  "--no-wait")
+    assert done.returncode == 0, done.stdout + done.stderr
+    name = done.stdout.split("submitted ", 1)[1].split()[0]
+    tuning_id = job_id(name)
+    shown = wait_for(lambda: (logs := vtrain("logs", tuning_id, "--replica", "workerpool0-0")).stdout and logs, 60,
+                     "the trial's first line")
+    assert shown.returncode == 0 and "[1/workerpool0-0] trial running" in shown.stdout, shown.stdout + shown.stderr
+    cancelled = vtrain("cancel", tuning_id)
+    assert (cancelled.returncode, cancelled.stdout) == (0, f"cancelling {name}\n"), cancelled.stderr
+    assert launch.attach_tuning(tuning_id).wait(60) == "JOB_STATE_CANCELLED"
+    assert processes_of_job(tuning_id) == []
+    assert vtrain("logs", "999").stderr == "vtrain: error: 404 CustomJob 999 does not exist\n"  # neither
+
+
 def test_the_magic_and_vtrain_tune_ask_for_the_same_trials_unless_told(service: dict, tmp_path: Path) -> None:
     from IPython.core.magic_arguments import parse_argstring
 

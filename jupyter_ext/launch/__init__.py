@@ -15,12 +15,12 @@ same REST API.
 
 from ..api import CUSTOM_JOBS, LOCAL_PROJECT, TUNING_JOBS, Collection
 from . import preflight
-from .handles import (Handle, TrialHandle, TuningHandle, attach, attach_tuning, list_jobs, list_jobs_page, submit,
-                      submit_tuning, tuning_request)
+from .handles import (Handle, TrialHandle, TuningHandle, attach, attach_any, attach_tuning, list_jobs, list_jobs_page,
+                      submit, submit_tuning, tuning_request)
 from .logs import LogCursor, LogReader, LogRecord, log_filter
 from .rows import job_row
 from .target import Session, Target
 
 __all__ = ["preflight", "CUSTOM_JOBS", "TUNING_JOBS", "Collection", "Handle", "TrialHandle", "TuningHandle", "attach",
-           "attach_tuning", "list_jobs", "list_jobs_page", "submit", "submit_tuning", "tuning_request", "LogCursor",
-           "LogReader", "LogRecord", "log_filter", "job_row", "LOCAL_PROJECT", "Session", "Target"]
+           "attach_any", "attach_tuning", "list_jobs", "list_jobs_page", "submit", "submit_tuning", "tuning_request",
+           "LogCursor", "LogReader", "LogRecord", "log_filter", "job_row", "LOCAL_PROJECT", "Session", "Target"]

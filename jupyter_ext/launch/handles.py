@@ -295,6 +295,32 @@ def attach(job: str, target: Target | None = None, collection: Collection = CUST
     return HANDLES[collection](f"{target.parent}/{collection.path}/{job}", target)
 
 
+def attach_any(job: str, target: Target | None = None) -> Handle:
+    """A handle, read once, on a CustomJob or a HyperparameterTuningJob: a resource name says which; an ID
+    is looked up as a CustomJob, then as a tuning job (so `vtrain logs` and `cancel` take what `vtrain
+    tune` printed). Neither: the CustomJob's 404."""
+    from google.api_core.exceptions import NotFound
+
+    target = target or Target()
+    parts = job.split("/")
+    if len(parts) > 1:
+        collection = next((c for c in HANDLES if len(parts) == 6 and parts[4] == c.path), CUSTOM_JOBS)
+        handle = attach(job, target, collection)  # a path of neither: attach's one line
+        handle.refresh()
+        return handle
+    handle = attach(job, target)
+    try:
+        handle.refresh()
+        return handle
+    except NotFound as not_a_custom_job:
+        tuning = attach(job, target, TUNING_JOBS)
+        try:
+            tuning.refresh()
+        except NotFound:
+            raise not_a_custom_job from None
+        return tuning
+
+
 def attach_tuning(job: str, target: Target | None = None) -> TuningHandle:
     handle = attach(job, target, TUNING_JOBS)
     assert isinstance(handle, TuningHandle)
