@@ -244,8 +244,7 @@ def submit(spec: Any, target: Target | None = None, display_name: str | None = N
 
 
 def tuning_request(spec: Any, study: Any, *, max_trials: int = TUNING_TRIALS, parallel: int = TUNING_PARALLEL,
-                   max_failed: int = 0,
-                   display_name: str | None = None) -> v1.HyperparameterTuningJob:
+                   max_failed: int = 0, display_name: str | None = None) -> v1.HyperparameterTuningJob:
     """A HyperparameterTuningJob whose trials run `spec` (any accepted job format; relative local
     package paths are made absolute). `study` is a `v1.StudySpec` or its REST dict."""
     job = JobSpec.load(spec, display_name)
