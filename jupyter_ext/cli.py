@@ -155,8 +155,10 @@ def _parser() -> argparse.ArgumentParser:
     scheduling.add_arguments(s.add_argument_group("scheduling and access (the job's fields; see the README)"))
     s.set_defaults(func=cmd_submit)
 
-    j = sub.add_parser("jobs", help="list jobs", description="List CustomJobs, newest first.")
+    j = sub.add_parser("jobs", help="list jobs", description="List CustomJobs (or tuning jobs), newest first.")
     j.add_argument("--state", metavar="STATE", help="only jobs in this state, e.g. JOB_STATE_RUNNING or RUNNING")
+    j.add_argument("--tuning", action="store_true", help="list HyperparameterTuningJobs (what vtrain tune and the "
+                   "magic's --tune create) instead")
     j.add_argument("--json", action="store_true", help="print the jobs as JSON")
     _target_flags(j)
     j.set_defaults(func=cmd_jobs)
@@ -475,19 +477,21 @@ def cmd_submit(args: argparse.Namespace) -> int:
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
-    from .launch import job_row, list_jobs
+    from .launch import CUSTOM_JOBS, TUNING_JOBS, job_row, list_jobs
 
     target = _target(args)
-    jobs = list_jobs(target, states.list_filter(args.state))
+    collection = TUNING_JOBS if args.tuning else CUSTOM_JOBS
+    jobs = list_jobs(target, states.list_filter(args.state), collection)
     if args.json:
         from .sensitive import mask_env
         from .spec import message_to_dict
 
         print(json.dumps([mask_env(message_to_dict(j)) for j in jobs], indent=2))
         return 0
-    rows = [job_row(job, target.local) for job in jobs]
-    _print_table([("ID", "STATE", "REPLICAS", "CREATED", "NAME")] +
-                 [(r["id"], states.short(r["state"]), str(r["replicas"]),
+    rows = [job_row(job, target.local, collection=collection) for job in jobs]
+    count = "TRIALS" if args.tuning else "REPLICAS"
+    _print_table([("ID", "STATE", count, "CREATED", "NAME")] +
+                 [(r["id"], states.short(r["state"]), r["trials"] if args.tuning else str(r["replicas"]),
                    r["create_time"].strftime("%Y-%m-%d %H:%M:%S") if r["create_time"] else "", r["display_name"])
                   for r in rows])
     return 0

@@ -242,6 +242,8 @@ class VertexTrainMagics(Magics):
     # ---- line magics -------------------------------------------------------------
     @magic_arguments()
     @argument("--state", help="only jobs in this state, e.g. RUNNING")
+    @argument("--tuning", action="store_true", help="list HyperparameterTuningJobs (what --tune creates) instead; "
+              "`trials` says how many were made of the maximum")
     @_target_arguments
     @line_magic
     def vertex_jobs(self, line: str) -> Any:
@@ -253,12 +255,16 @@ class VertexTrainMagics(Magics):
         args = parse_argstring(self.vertex_jobs, line)
         with _user_errors():
             target = self._target(args)
-            jobs = launch.list_jobs(target, states.list_filter(args.state))
-        rows = [launch.job_row(job, target.local) for job in jobs]
-        frame = pd.DataFrame([{key: row[key] for key in JOB_COLUMNS} for row in rows], columns=JOB_COLUMNS)
+            collection = launch.TUNING_JOBS if args.tuning else launch.CUSTOM_JOBS
+            jobs = launch.list_jobs(target, states.list_filter(args.state), collection)
+        rows = [launch.job_row(job, target.local, collection=collection) for job in jobs]
+        columns = [*JOB_COLUMNS[:4], "trials", *JOB_COLUMNS[4:]] if args.tuning else JOB_COLUMNS
+        frame = pd.DataFrame([{key: row[key] for key in columns} for row in rows], columns=columns)
         frame["state"] = frame["state"].map(states.short)
         frame = frame.rename(columns={"create_time": "created", "start_time": "started", "end_time": "ended"})
-        frame["duration"] = (frame["ended"] - frame["started"]) if len(frame) else []
+        for column in ("created", "started", "ended"):  # a column of only running jobs' None is not one of times
+            frame[column] = pd.to_datetime(frame[column], utc=True)
+        frame["duration"] = frame["ended"] - frame["started"]
         return frame
 
     @magic_arguments()

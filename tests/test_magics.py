@@ -9,6 +9,8 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.utils.capture import capture_output
 
+from conftest import wait_for
+
 
 CELL = """\
 import json, os, sys
@@ -113,6 +115,9 @@ def test_vertex_logs_and_cancel_take_a_tuning_jobs_id(ip) -> None:  # type: igno
         ip.run_cell_magic("vertex_train", '--tune "units=int:1:2" --metric accuracy:maximize --trials 1 --no-wait '
                                           "--name tuned tuned", CELL + "import time; time.sleep(120)\n")
     tuned = ip.user_ns["tuned"]
+    listed = ip.run_line_magic("vertex_jobs", "--tuning").set_index("id")
+    assert listed.loc[tuned.id, "display_name"] == "tuned" and listed.loc[tuned.id, "trials"].endswith("/1")
+    assert tuned.id not in set(ip.run_line_magic("vertex_jobs", "")["id"])
     with capture_output() as out:
         ip.run_line_magic("vertex_logs", tuned.id)
     assert [o.data["text/plain"].split("(")[0] for o in out.outputs] == ["TuningMonitor"]
@@ -120,6 +125,18 @@ def test_vertex_logs_and_cancel_take_a_tuning_jobs_id(ip) -> None:  # type: igno
         ip.run_line_magic("vertex_cancel", tuned.id)
     assert out.stdout == f"cancelling {tuned.name}\n"
     assert tuned.wait(60) == "JOB_STATE_CANCELLED"
+
+
+def test_vertex_jobs_lists_running_jobs_that_have_no_end_yet(ip) -> None:  # type: ignore[no-untyped-def]
+    with capture_output():
+        ip.run_cell_magic("vertex_train", "--no-wait --name long long", "import time; time.sleep(120)\n")
+    long = ip.user_ns["long"]
+    wait_for(lambda: long.state == "JOB_STATE_RUNNING", 60, "the job to run")
+    running = ip.run_line_magic("vertex_jobs", "--state RUNNING").set_index("id")
+    assert running.loc[long.id, "state"] == "RUNNING" and running["ended"].isna().all()
+    assert running["duration"].isna().all() and running.loc[long.id, "started"] >= running.loc[long.id, "created"]
+    ip.run_line_magic("vertex_cancel", long.id)
+    assert long.wait(60) == "JOB_STATE_CANCELLED"
 
 
 def test_a_replica_the_job_does_not_have_is_one_line_not_an_empty_log(ip) -> None:  # type: ignore[no-untyped-def]

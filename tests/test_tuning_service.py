@@ -241,6 +241,10 @@ def test_vtrain_logs_and_cancel_take_the_id_vtrain_tune_printed(service: dict, t
     shown = wait_for(lambda: (logs := vtrain("logs", tuning_id, "--replica", "workerpool0-0")).stdout and logs, 60,
                      "the trial's first line")
     assert shown.returncode == 0 and "[1/workerpool0-0] trial running" in shown.stdout, shown.stdout + shown.stderr
+    listed = vtrain("jobs", "--tuning", "--state", "RUNNING").stdout.splitlines()  # where a lost ID is found
+    assert listed[0].split() == ["ID", "STATE", "TRIALS", "CREATED", "NAME"]
+    assert [row.split()[:3] for row in listed[1:] if row.startswith(tuning_id)] == [[tuning_id, "RUNNING", "1/1"]]
+    assert tuning_id not in vtrain("jobs").stdout  # CustomJobs only
     cancelled = vtrain("cancel", tuning_id)
     assert (cancelled.returncode, cancelled.stdout) == (0, f"cancelling {name}\n"), cancelled.stderr
     assert launch.attach_tuning(tuning_id).wait(60) == "JOB_STATE_CANCELLED"
