@@ -79,7 +79,7 @@ def _parser() -> argparse.ArgumentParser:
     v = sub.add_parser("validate", help="check a job against Vertex AI's rules",
                        description="Check a job description; prints `ok` (exit 0) or one line per problem (exit 2). "
                                    "Notes (allowed, but worth knowing) go to stderr.")
-    v.add_argument("spec", metavar="SPEC", help=spec_help)
+    v.add_argument("spec", metavar="SPEC", help=spec_help + "; or a HyperparameterTuningJob REST body")
     v.add_argument("--region", metavar="REGION", help="also refuse what this Vertex AI region does not offer "
                    "(machines, accelerators)")
     v.set_defaults(func=cmd_validate)
@@ -301,10 +301,15 @@ def _print_table(rows: Sequence[Sequence[str]]) -> None:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    from . import validate
+    from . import tuning, validate
 
-    job = _load(args.spec)
-    for note in validate.notices(job, args.region):
+    resource = tuning.load_request(args.spec)  # a HyperparameterTuningJob body, as `vtrain tune` takes
+    if resource is not None:
+        job = validate.check_tuning(resource, local=False)  # its trial job, checked as part of it
+        notes = tuning.notices(resource)
+    else:
+        job, notes = _load(args.spec), []
+    for note in [*validate.notices(job, args.region), *notes]:
         print(f"vtrain: note: {note}", file=sys.stderr)
     validate.check(job, args.region)
     print("ok")

@@ -256,6 +256,29 @@ def test_vtrain_validate_unreadable_job_is_one_line(capsys, recwarn, tmp_path, c
     assert [str(w.message) for w in recwarn] == []  # a warning would be printed above the line
 
 
+TUNING_BODY = {"displayName": "hp", "maxTrialCount": 2, "parallelTrialCount": 1,
+               "studySpec": {"metrics": [{"metricId": "accuracy", "goal": "MAXIMIZE"}],
+                             "parameters": [{"parameterId": "units", "discreteValueSpec": {"values": [32, 64]}}]},
+               "trialJobSpec": {"workerPoolSpecs": [pool()]}}
+
+
+@pytest.mark.parametrize("change, error", [
+    ({}, None),
+    ({"maxTrialCount": 0}, "maxTrialCount: required, a positive number of trials"),
+    ({"trialJobSpec": {"workerPoolSpecs": [pool(machine="n1-standard-3")]}},
+     "trialJobSpec.workerPoolSpecs[0].machineSpec.machineType: 'n1-standard-3' is not a Vertex AI training machine"),
+    ({"studySpec": {"metrics": [{"metricId": "accuracy", "goal": 99}]}},
+     "studySpec.metrics[0].goal: invalid value 99 (valid: MAXIMIZE, MINIMIZE)"),
+], ids=["valid", "no trials", "trial machine", "goal number"])
+def test_vtrain_validate_takes_the_tuning_job_body_vtrain_tune_takes(capsys, tmp_path, change, error):
+    code, out, err = vtrain_in_process(capsys, "validate", str(write_file(tmp_path / "hp.json",
+                                                                          {**TUNING_BODY, **change})))
+    if error is None:
+        assert (code, out) == (0, "ok\n")
+    else:
+        assert (code, out) == (2, "") and err.startswith(f"vtrain: error: {error}")
+
+
 def test_vtrain_validate_missing_file(capsys, tmp_path):
     code, out, err = vtrain_in_process(capsys, "validate", str(tmp_path / "nope.yaml"))
     assert (code, out) == (2, "")

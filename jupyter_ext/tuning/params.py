@@ -151,7 +151,7 @@ def study_spec(parameters: str | Sequence[Param], metric: str | Sequence[v1.Stud
 def load_request(source: Any) -> v1.HyperparameterTuningJob | None:
     """A HyperparameterTuningJob REST body (a path, text or dict with `studySpec`/`trialJobSpec`), else None.
     A file that cannot be read is one SpecError (spec.read_job_file)."""
-    from ..spec import parse_job_text, read_job_file
+    from ..spec import parse_job_text, read_job_file, unknown_enum_value
 
     data = source
     if isinstance(source, (str, Path)):
@@ -171,6 +171,8 @@ def load_request(source: Any) -> v1.HyperparameterTuningJob | None:
         json_format.ParseDict(data, message._pb)
     except json_format.ParseError as exc:
         raise SpecError("", f"not a HyperparameterTuningJob: {exc}") from None
+    if unknown := unknown_enum_value(message._pb):
+        raise SpecError(*unknown)
     return message
 
 
