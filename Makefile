@@ -4,21 +4,14 @@ PIP = $(PYTHON) -m pip install --quiet
 
 SYSTEM_PACKAGES = docker.io docker-registry debootstrap chromium
 
-.PHONY: demo test install-test install-keras2 install-system bench
+.PHONY: demo test install-test install-system bench
 
 demo:
 	$(PIP) -e ".[examples]"
-	$(MAKE) --no-print-directory install-keras2
 	vtrain notebook notebooks/01_multiworker_codelab.ipynb
 
 install-test:
 	$(PIP) -e ".[test]"
-	$(MAKE) --no-print-directory install-keras2
-
-# Keras 2 (tf-keras) of the installed TensorFlow's version, without its `tensorflow` requirement
-# (pip would install the GPU build over tensorflow-cpu)
-install-keras2:
-	$(PIP) --no-deps "tf-keras==$$($(PYTHON) -c 'from importlib.metadata import version; print(".".join(version("tensorflow-cpu").split(".")[:2]))').*"
 
 # the Docker engine, a registry and debootstrap for the container tests (root; apt)
 install-system:

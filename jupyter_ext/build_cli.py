@@ -17,10 +17,13 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from . import catalog, images, packaging
+from . import catalog, packaging
 from .errors import WorkbenchError
+
+if TYPE_CHECKING:  # the Docker client is imported when a build runs, not for `vtrain --help`
+    from . import images
 
 USAGE_ERROR = 2
 
@@ -63,6 +66,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 
 def cmd_build(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    from . import images
+
     out = out or sys.stdout
     platform = _platform(args)
     source: packaging.Source = sys.stdin.read() if args.path == "-" else Path(args.path)
@@ -70,7 +75,7 @@ def cmd_build(args: argparse.Namespace, out: TextIO | None = None) -> int:
     if requirements and len(requirements) == 1 and _is_requirements_file(requirements[0]):
         requirements = Path(requirements[0])
     ctx = packaging.build_context(source, requirements=requirements, base_image=args.base_image, gpu=args.gpu,
-                                  region=args.region)
+                                  region=args.region, platform=platform)
     if args.sdist:
         print(f"vtrain: sdist {packaging.write_sdist(ctx, args.sdist)}", file=out, flush=True)
     printer = _Printer(out, quiet=args.quiet)
@@ -114,6 +119,8 @@ class _Printer:
         self.last_update = 0.0
 
     def __call__(self, event: images.Event) -> None:
+        from . import images
+
         if self.quiet:
             return
         if isinstance(event, images.LayerProgress) and event.status in ("pushing", "downloading", "extracting"):

@@ -50,7 +50,7 @@ class Machine:
     gpus: Mapping[str, tuple[int, ...]] = _frozen_map()
     fixed_accelerator: tuple[str, int] | None = None
     tpu_accelerators: Mapping[str, tuple[int, ...]] = _frozen_map()
-    # cloud-tpu Pods: accelerator -> {"multiple_of": n} or {"at_least": n}, beyond the listed counts
+    # cloud-tpu Pods: accelerator -> {"multiple_of": n}, beyond the listed counts (catalog.json `_tpu_counts_note`)
     tpu_pod_counts: Mapping[str, Mapping[str, int]] = _frozen_map()
     tpu_topologies: Mapping[str, tuple[int, int]] = _frozen_map()
     tpu_accelerator_optional: tuple[str, ...] = ()
@@ -176,15 +176,13 @@ def valid_accelerators(machine_name: str) -> dict[str, tuple[int, ...]]:
 
 
 def is_valid_count(machine_name: str, accelerator: str, count: int) -> bool:
-    """True if `count` accelerators of this type may run on this machine (a listed count,
-    or a cloud-tpu Pod size: v2 a multiple of 32, v3 32 or more)."""
+    """True if `count` accelerators of this type may run on this machine (a listed count, which for
+    TPU v3 holds every Pod slice, or a TPU v2 Pod size: a multiple of 32)."""
     m = machine(machine_name)
     if count in valid_accelerators(machine_name).get(accelerator, ()):
         return True
     pod = m.tpu_pod_counts.get(accelerator) if m else None
-    if not pod or count <= 0:
-        return False
-    return count % pod.get("multiple_of", 1) == 0 and count >= pod.get("at_least", pod.get("multiple_of", 1))
+    return bool(pod) and count > 0 and count % pod["multiple_of"] == 0
 
 
 def count_rule(machine_name: str, accelerator: str) -> str:
@@ -194,8 +192,8 @@ def count_rule(machine_name: str, accelerator: str) -> str:
     pod = m.tpu_pod_counts.get(accelerator) if m else None
     if not pod:
         return ", ".join(map(str, counts))
-    pods = f"a multiple of {pod['multiple_of']}" if "multiple_of" in pod else f"{pod['at_least']} and more"
-    return f"{', '.join(str(c) for c in counts if c < min(pod.values()))}, or {pods}"
+    size = pod["multiple_of"]
+    return f"{', '.join(str(c) for c in counts if c < size)}, or a multiple of {size}"
 
 
 def accelerator_names() -> list[str]:
@@ -247,6 +245,12 @@ def implied_accelerator(machine_name: str, accelerator: str = "") -> str:
     if m.fixed_accelerator:
         return m.fixed_accelerator[0]
     return m.tpu_accelerator_optional[0] if m.tpu_accelerator_optional else ""
+
+
+def is_tpu_machine(machine_name: str) -> bool:
+    """A TPU machine (`cloud-tpu`, `ct5lp-hightpu-4t`...): a TPU job runs it in its one pool."""
+    found = machine(machine_name)
+    return found is not None and found.kind == "tpu"
 
 
 def is_tpu_pod(machine_name: str, accelerator_count: int = 0, tpu_topology: str = "") -> bool:
@@ -369,12 +373,8 @@ def platform(machine_name: str) -> str:
 def image_platform(job: JobSpec) -> str:
     """The platform the job's trainer image must be built for: its training pools' (a Reduction Server
     pool runs Google's image). One image cannot serve two architectures: that is a WorkbenchError."""
-    from .spec import pool_image
-
     found: dict[str, str] = {}
-    for pos, pool in job.pools:
-        if pos == 2 and is_reduction_server_image(pool_image(pool)):
-            continue
+    for pos, pool in job.training_pools():
         found.setdefault(platform(pool.machine_spec.machine_type), f"workerPoolSpecs[{pos}]")
     if len(found) > 1:
         mixed = ", ".join(f"{where} {plat}" for plat, where in found.items())

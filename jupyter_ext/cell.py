@@ -88,7 +88,8 @@ def context_for(source: str, *, requirements: list[str] | None, base_image: str 
     """The cell's build context (prebuilt images from the `region` multi-region), written once under
     the data folder by its content hash: re-running an unchanged cell reuses it."""
     context = packaging.build_context(source, requirements=requirements or None, base_image=base_image,
-                                      gpu=packaging.primary_has_gpu(job), region=region)
+                                      gpu=packaging.primary_has_gpu(job), region=region,
+                                      platform=catalog.image_platform(job))
     folder = paths.private_dir(paths.data_dir() / "contexts") / context.tag
     if not (folder / "Dockerfile").is_file():
         packaging.write_context(context, folder)
@@ -134,7 +135,7 @@ def dry_run_text(job: JobSpec, context: packaging.BuildContext, style: str, regi
     validate.check(job)
     body = job.to_dict("rest")
     parts = ["# Dockerfile", context.files["Dockerfile"].decode(), "# CustomJob (REST body)",
-             json.dumps(body if show_env_values else sensitive.mask_env(body), indent=2, ensure_ascii=False) + "\n",
+             json.dumps(body if show_env_values else sensitive.mask_job(body), indent=2, ensure_ascii=False) + "\n",
              f"# Cost per hour in {region}", cost.estimate(job, region).text(cost.spot_by_default(job)).rstrip(),
              f"# Per-replica environment ({style} addresses)"]
     if style == "process":

@@ -39,10 +39,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import catalog, sensitive
+from . import sensitive
 from .errors import SpecError
 from .names import ADDRESS_STYLES
-from .spec import JobSpec, message_to_dict, pool_image
+from .spec import JobSpec, is_reduction_server_pool, message_to_dict
 
 VERTEX_PORT = 2222
 # Process-style ports when none are given (inspection): gcloud's local train default.
@@ -115,7 +115,7 @@ def replicas(
     def in_tf_cluster(pos: int) -> bool:
         return pos != 3 and not (pos == 2 and reducer)
 
-    job_dict = sensitive.mask_env(_job_dict(job, legacy)) if mask_env else _job_dict(job, legacy)
+    job_dict = sensitive.mask_job(_job_dict(job, legacy)) if mask_env else _job_dict(job, legacy)
     tf_cluster: dict[str, list[str]] = {}
     spec_cluster: dict[str, list[str]] = {}
     for (pos, _i), address in addresses.items():
@@ -183,7 +183,7 @@ def _tf_task_names(job: JobSpec, legacy: bool) -> tuple[str, ...]:
 
 
 def _has_reduction_server(job: JobSpec) -> bool:
-    return any(pos == 2 and catalog.is_reduction_server_image(pool_image(p)) for pos, p in job.pools)
+    return any(is_reduction_server_pool(pos, pool) for pos, pool in job.pools)
 
 
 def _addresses(job: JobSpec, slots: list[tuple[int, int]], style: str, ports: Sequence[int] | None,

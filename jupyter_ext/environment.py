@@ -47,7 +47,7 @@ class Runtime:
         PYTHONPATH and anything put on sys.path outside the Python installation), its HOST_VARIABLES."""
         prefixes = tuple({os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)})
         path = [os.path.realpath(p) for p in sys.path if p and os.path.isabs(p)]
-        extra = [p for p in dict.fromkeys(path) if not p.startswith(prefixes) and os.path.isdir(p)]
+        extra = [p for p in dict.fromkeys(path) if not _inside(p, prefixes) and os.path.isdir(p)]
         return cls(sys.executable, tuple(extra), {k: os.environ[k] for k in HOST_VARIABLES if k in os.environ})
 
     def describe(self) -> str:
@@ -69,6 +69,11 @@ class Runtime:
         except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
             return None
         return runtime if os.path.isabs(runtime.python) else None
+
+
+def _inside(path: str, folders: Sequence[str]) -> bool:
+    """`path` is one of `folders` or under one (by path components: /opt/env2 is not under /opt/env)."""
+    return any(os.path.commonpath((path, folder)) == folder for folder in folders)
 
 
 def env_flags(values: Sequence[str] | None, environ: Mapping[str, str] = os.environ) -> dict[str, str]:

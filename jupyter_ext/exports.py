@@ -24,6 +24,7 @@ import textwrap
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 from .errors import WorkbenchError
+from .names import GCLOUD_COMMAND
 
 if TYPE_CHECKING:
     from .spec import JobSpec
@@ -194,7 +195,7 @@ class Kind(NamedTuple):
 KINDS: dict[str, Kind] = {
     "rest": Kind("REST body", lambda job, _region: rest_body(job)),
     "gcloud-config": Kind("config.yaml", lambda job, _region: gcloud_config(job)),
-    "gcloud-command": Kind("gcloud command", gcloud_command),
+    GCLOUD_COMMAND: Kind("gcloud command", gcloud_command),
     "sdk-code": Kind("Python SDK", sdk_code),
     "legacy": Kind("trainingInput", lambda job, _region: legacy_training_input(job)),
 }

@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import sqlite3
 import stat
 import threading
@@ -154,17 +153,9 @@ def prune(policy: Policy, dry_run: bool = False, now: float | None = None) -> Re
     in the report's errors."""
     report = Report()
     for item in plan(policy, now):
-        if not dry_run:
-            try:
-                if item.path.is_dir() and not item.path.is_symlink():
-                    shutil.rmtree(item.path)
-                else:
-                    item.path.unlink()
-            except FileNotFoundError:
-                continue
-            except OSError as exc:
-                report.errors.append(f"cannot remove {item.path}: {exc.strerror or exc}")
-                continue
+        if not dry_run and (problem := paths.remove_tree(item.path)):
+            report.errors.append(f"cannot remove all of {item.path}: {problem}")
+            continue
         report.items.append(item)
     if not dry_run:
         report.errors += _forget([item.path.name for item in report.items if item.kind == "job"])
@@ -295,32 +286,21 @@ def _children(folder: Path) -> list[Path]:
         return []
 
 
-def _walk(path: Path) -> Iterator[os.stat_result]:
-    """lstat of a path and of everything under it (symbolic links are not followed)."""
-    try:
-        st = path.lstat()
-    except OSError:
-        return
-    yield st
-    if path.is_dir() and not path.is_symlink():
-        for child in _children(path):
-            yield from _walk(child)
-
-
 def _item(kind: str, path: Path) -> Item:
-    stats = list(_walk(path))
-    return Item(kind, path, sum(st.st_size for st in stats if not _is_dir(st)),
-                max((st.st_mtime for st in stats), default=0.0))
+    size, modified = 0, 0.0
+    for _, st in paths.walk_tree(path):
+        size += 0 if _is_dir(st) else st.st_size
+        modified = max(modified, st.st_mtime)
+    return Item(kind, path, size, modified)
 
 
 def _files(folder: Path) -> Iterator[Path]:
-    for root, _dirs, files in os.walk(folder):
-        for name in files:
-            yield Path(root) / name
+    """Everything under `folder` that is not a folder (a symbolic link is one file)."""
+    return (path for path, st in paths.walk_tree(folder) if not _is_dir(st))
 
 
 def _size(folder: Path) -> int:
-    return sum(st.st_size for st in _walk(folder) if not _is_dir(st))
+    return sum(st.st_size for _, st in paths.walk_tree(folder) if not _is_dir(st))
 
 
 def _is_dir(st: os.stat_result) -> bool:
@@ -328,9 +308,9 @@ def _is_dir(st: os.stat_result) -> bool:
 
 
 def _remove_empty_folders(folder: Path) -> None:
-    for root, _dirs, _files in os.walk(folder, topdown=False):
-        if Path(root) != folder:
-            try:
-                os.rmdir(root)  # only when empty
-            except OSError:
-                pass
+    inside = [path for path, st in paths.walk_tree(folder) if _is_dir(st) and path != folder]
+    for path in reversed(inside):  # each after the folders it held
+        try:
+            os.rmdir(path)  # only when empty
+        except OSError:
+            pass

@@ -27,12 +27,11 @@ answer for a while; a slow Vertex AI is an `errors` entry, never a pile of threa
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import re
 import time
 from datetime import datetime, timezone
-from typing import Any, Callable, TypeVar
+from typing import Any, Awaitable, Callable, TypeVar
 
 import tornado.web
 from google.cloud.aiplatform_v1 import types as v1
@@ -142,6 +141,7 @@ class VertexListing:
     def __init__(self) -> None:
         self._answer: tuple[float, list[v1.CustomJob], str] | None = None  # (when, jobs, next page token)
         self._call: asyncio.Task[tuple[list[v1.CustomJob], str]] | None = None
+        self._pages: dict[str, asyncio.Task[tuple[list[v1.CustomJob], str]]] = {}  # "Load more" calls in flight
 
     async def first_page(self, target: launch.Target, timeout: float,
                          reuse: float) -> tuple[list[v1.CustomJob], str]:
@@ -158,6 +158,16 @@ class VertexListing:
         except asyncio.TimeoutError:
             raise WorkbenchError(f"Vertex AI is slow: no answer in {timeout:g} s (its jobs are listed when it "
                                  "answers)") from None
+
+    async def next_page(self, target: launch.Target, page_token: str) -> tuple[list[v1.CustomJob], str]:
+        """The page after `page_token` ("Load more"): not cached; one call per page in flight, which
+        every request for that page awaits, so clicks on a slow Vertex AI do not pile up threads."""
+        call = self._pages.get(page_token)
+        if call is None:
+            call = self._pages[page_token] = asyncio.create_task(asyncio.to_thread(
+                launch.list_jobs_page, target, VERTEX_PAGE_SIZE, page_token, timeout=VERTEX_CALL_DEADLINE))
+            call.add_done_callback(lambda _: self._pages.pop(page_token, None))
+        return await asyncio.shield(call)
 
     async def _list(self, target: launch.Target) -> tuple[list[v1.CustomJob], str]:
         try:
@@ -200,8 +210,12 @@ class BaseHandler(APIHandler):
 
     async def call(self, func: Callable[..., T], *args: Any) -> T:
         """A blocking client call in a thread; its errors become HTTP errors."""
+        return await self.awaited(asyncio.to_thread(func, *args))
+
+    async def awaited(self, call: Awaitable[T]) -> T:
+        """A client call's answer; its errors become HTTP errors."""
         try:
-            return await asyncio.to_thread(func, *args)
+            return await call
         except WorkbenchError as exc:
             raise tornado.web.HTTPError(400, str(exc).replace("\n", "; ")) from None
         except Exception as exc:
@@ -263,8 +277,7 @@ class JobsHandler(BaseHandler):
             target = self.workbench.target("vertex")
         except WorkbenchError as exc:
             raise tornado.web.HTTPError(400, str(exc)) from None
-        jobs, next_page_token = await self.call(functools.partial(
-            launch.list_jobs_page, target, VERTEX_PAGE_SIZE, page_token, timeout=VERTEX_CALL_DEADLINE))
+        jobs, next_page_token = await self.awaited(self.workbench.listing(target).next_page(target, page_token))
         now = datetime.now(timezone.utc)
         self.reply({"jobs": [summary(job, False, now) for job in jobs], "next_page_token": next_page_token,
                     "now": _iso(now)})
@@ -277,7 +290,7 @@ class JobHandler(BaseHandler):
         handle = self.handle(job_id)
         resource = await self.call(handle.refresh)
         self.reply({"summary": summary(resource, handle.target.local, datetime.now(timezone.utc)),
-                    "job": sensitive.mask_env(message_to_dict(resource)), **replica_environment(handle)})
+                    "job": sensitive.mask_job(message_to_dict(resource)), **replica_environment(handle)})
 
 
 class LogsHandler(BaseHandler):

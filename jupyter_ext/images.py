@@ -457,7 +457,7 @@ def build_trainer(
     codelab's layout, write it to `context_dir` (default: the workbench's
     builds/<name>-<content tag>), build it for `platform`, and push every tag when `push_image`.
     Progress goes to `on_event`; errors are WorkbenchErrors with one-line messages."""
-    ctx = packaging.build_context(source, requirements=requirements, base_image=base_image, gpu=gpu)
+    ctx = packaging.build_context(source, requirements=requirements, base_image=base_image, gpu=gpu, platform=platform)
     return build_and_push(ctx, image=image, push_image=push_image, context_dir=context_dir, engine=engine,
                           network_mode=network_mode, on_event=on_event, name=source_name(source),
                           platform=platform)

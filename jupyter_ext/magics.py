@@ -19,7 +19,7 @@ from IPython.display import display
 
 from . import catalog, environment, scheduling, states, waiting
 from .errors import WorkbenchError, client_error_message
-from .names import TUNING_PARALLEL, TUNING_TRIALS
+from .names import DEFAULT_BACKEND, MAX_FAILED_HELP, STAGING_BUCKET_FLAG, TARGET_FLAGS, TUNING_PARALLEL, TUNING_TRIALS
 
 if TYPE_CHECKING:  # the client library loads when a magic first runs, not at %load_ext
     from . import launch
@@ -38,13 +38,7 @@ class _Shown:
     stop_hint: str  # how to stop the job once the cell stopped waiting
 
 
-_TARGET_ARGUMENTS = [
-    argument("--vertex", action="store_true", help="run on Vertex AI (default: locally, unless a flag only "
-             "Vertex AI uses is given; see the README's 'Where jobs run')"),
-    argument("--project", help="use Vertex AI in this Google Cloud project (default: see the README's "
-             "'Where jobs run')"),
-    argument("--region", help="Vertex AI region (default: see the README's 'Where jobs run')"),
-]
+_TARGET_ARGUMENTS = [argument(flag, **options) for flag, options in TARGET_FLAGS.items()]  # as `vtrain`'s
 
 
 def _target_arguments(func: Any) -> Any:
@@ -93,9 +87,9 @@ class VertexTrainMagics(Magics):
               "Nothing else of this machine's environment reaches a replica")
     @argument("--job-dir", metavar="DIR", help="base output directory (AIP_MODEL_DIR etc. go under it)")
     @argument("--local", action="store_true", help="run on this machine (the default)")
-    @argument("--backend", default="process", choices=("process", "docker"),
-              help="local replicas as processes (default) or containers")
-    @argument("--staging-bucket", metavar="GS_URI", help="Vertex AI: bucket for outputs")
+    @argument("--backend", default=DEFAULT_BACKEND, help="local replicas as processes (process, the default) or "
+              "containers (docker), or a plug-in backend's name")
+    @argument(STAGING_BUCKET_FLAG[0], **STAGING_BUCKET_FLAG[1])
     @argument("--image", metavar="URI", help="Vertex AI or docker: where to push the image, e.g. "
               "us-central1-docker.pkg.dev/PROJECT/REPO/trainer")
     @argument("--dry-run", action="store_true", help="show the Dockerfile, the job JSON and every replica's "
@@ -112,8 +106,7 @@ class VertexTrainMagics(Magics):
               help=f"with --tune: how many trials (default {TUNING_TRIALS})")
     @argument("--parallel", type=int, default=TUNING_PARALLEL, metavar="N",
               help=f"with --tune: trials at once (default {TUNING_PARALLEL})")
-    @argument("--max-failed", type=int, default=0, metavar="N", help="with --tune: the job fails when more trials "
-              "fail (default 0: no limit)")
+    @argument("--max-failed", type=int, default=0, metavar="N", help=f"with --tune: {MAX_FAILED_HELP}")
     @argument("--algorithm", choices=("random", "grid", "bayesian"), help="with --tune: the search (default: "
               "Vertex AI's Bayesian optimization, random search on this machine)")
     @_scheduling_arguments
@@ -137,8 +130,9 @@ class VertexTrainMagics(Magics):
 
     def _ended(self, shown: _Shown, finished: bool) -> None:
         """After waiting: the final view kept in the notebook; a job that did not succeed fails the cell
-        (one line: the job, the replica, how it ended, its log). An interrupt left the job running."""
-        if not finished:
+        (one line: the job, the replica, how it ended, its log). An interrupt, or the view closed
+        before the job ended, left the job running."""
+        if not finished or not states.is_final(shown.handle.state):
             print(f"stopped waiting; the job goes on ({shown.stop_hint})")
             return
         if shown.display is not None:
@@ -223,6 +217,7 @@ class VertexTrainMagics(Magics):
 
         return launch.Target.resolve(vertex=args.vertex, local=getattr(args, "local", False), project=args.project,
                                      region=args.region, staging_bucket=getattr(args, "staging_bucket", None),
+                                     endpoint=args.endpoint, access_token_file=args.access_token_file,
                                      backend=getattr(args, "backend", None))
 
     def _build(self, args: Any, context: Any, folder: Any, target: launch.Target, job: JobSpec) -> str:

@@ -27,6 +27,9 @@ token is refused: it would be stored in the image.
 
 Base images: `resolve_base_image()` maps a named choice of Vertex AI's prebuilt
 training images (vertex-facts.md G) to its URI; any other name is used as is.
+Those images are built for linux/amd64 only (`is_amd64_only_image`), so a context
+for another platform (`build_context(platform="linux/arm64")`, an A4X trainer)
+refuses one as its base, naming `--base-image`, before anything is built.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Union
 
-from . import paths, sensitive
+from . import catalog, paths, sensitive
 from .errors import PackagingError
 
 if TYPE_CHECKING:
@@ -70,6 +73,10 @@ DEPENDENCY_SUFFIXES = (".whl", ".tar.gz", ".zip")
 PREBUILT = "{region}-docker.pkg.dev/vertex-ai/training"
 LEGACY_PREBUILT = "gcr.io/cloud-aiplatform/training"
 REGIONS = ("us", "europe", "asia")
+# Prefixes of Vertex AI prebuilt training images known to have a linux/arm64 variant: none. Google's list
+# (vertex-facts.md G) names none for A4X; that they are all amd64-only is UNCONFIRMED (data/SOURCES.md,
+# "UNCONFIRMED (continued)" 16). Every other prebuilt training image is taken as linux/amd64 only.
+ARM64_PREBUILT_IMAGES: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -141,6 +148,12 @@ def is_prebuilt_training_image(uri: str) -> bool:
     return uri.startswith(tuple(hosts))
 
 
+def is_amd64_only_image(uri: str) -> bool:
+    """One of Vertex AI's prebuilt training images without a known linux/arm64 variant: it cannot run on
+    an arm64 machine (A4X) nor be the base of an image built for one."""
+    return is_prebuilt_training_image(uri) and not uri.startswith(ARM64_PREBUILT_IMAGES)
+
+
 def primary_has_gpu(job: JobSpec) -> bool:
     """True when the job's primary pool asks for GPUs (TPUs are not GPUs)."""
     pools = dict(job.pools)
@@ -192,8 +205,9 @@ def build_context(
     gpu: bool = False,
     region: str = "us",
     extra_files: Mapping[str, FileContent] | None = None,
+    platform: str = catalog.DEFAULT_PLATFORM,
 ) -> BuildContext:
-    """The build context for a trainer.
+    """The build context for a trainer, whose image is built for `platform`.
 
     `source`: a `str` is the trainer's code (a notebook cell); a path is a .py
     file (it becomes `trainer/task.py`) or a folder, which holds either a
@@ -204,7 +218,14 @@ def build_context(
     .tar.gz or .zip file copies it into `deps/`), or the path of a
     requirements file (paths in it are relative to that file).
     `extra_files`: more files for the trainer package, `{path inside trainer/: content}`.
+    `platform`: the Docker platform the image is for (`catalog.platform` of its machine); a base image
+    built for linux/amd64 only is refused for any other, before any file is read.
     """
+    base = resolve_base_image(base_image, gpu=gpu, region=region)
+    if platform != catalog.DEFAULT_PLATFORM and is_amd64_only_image(base):
+        chosen = base if base_image else f"the default, {base},"
+        raise PackagingError(f"--base-image: {chosen} is a Vertex AI prebuilt training image, built for linux/amd64 "
+                             f"only; an image for {platform} needs a base built for it (name one with --base-image)")
     files: dict[str, bytes] = {}
     skipped: list[str] = []
     folder_requirements: Path | None = None
@@ -235,7 +256,6 @@ def build_context(
         files[f"deps/{name}"] = data
     if lines:
         files["requirements.txt"] = ("\n".join(lines) + "\n").encode("utf-8")
-    base = resolve_base_image(base_image, gpu=gpu, region=region)
     files["Dockerfile"] = dockerfile(base, requirements=bool(lines), deps=bool(deps)).encode("utf-8")
     files[".dockerignore"] = dockerignore().encode("utf-8")
     return BuildContext(dict(sorted(files.items())), base, tuple(skipped), tuple(lines))

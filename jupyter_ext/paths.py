@@ -5,14 +5,22 @@ service's token: only its owner may read them. Folders the workbench makes there
 (`private_dir`) and its files 0600 (`private_opener` for `open()`, `private_file` for a file
 another library creates, such as SQLite's, `write_private` for a whole file at once). Code that writes
 either there or to a folder the user chose asks `in_data_dir`.
+
+A job's folder holds whatever its replicas wrote, at any depth: code that measures or removes one
+(`vtrain gc`, the service's DELETE) uses `walk_tree` and `remove_tree`, which never recurse (Python's
+`shutil.rmtree` and a recursive walk raise RecursionError past about 1,000 nested folders), never
+follow a symbolic link, and report what they could not read or remove instead of raising.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
+import stat
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import platformdirs
@@ -110,6 +118,73 @@ def write_private(path: Path, data: str | bytes) -> None:
     except BaseException:
         partial.unlink(missing_ok=True)  # a full disk leaves no half-written file behind
         raise
+
+
+def walk_tree(path: Path, on_error: Callable[[Path, OSError], None] | None = None
+              ) -> Iterator[tuple[Path, os.stat_result]]:
+    """`path` and everything under it, each with its lstat, a folder before what it holds; a symbolic
+    link is yielded, never followed. What cannot be read goes to `on_error` (default: skipped)."""
+    def failed(where: Path, exc: OSError) -> None:
+        if on_error is not None and not isinstance(exc, FileNotFoundError):  # gone meanwhile: nothing to say
+            on_error(where, exc)
+
+    try:
+        pending = [(Path(path), os.lstat(path))]
+    except OSError as exc:
+        failed(Path(path), exc)
+        return
+    while pending:  # a stack, not recursion: any depth
+        here, info = pending.pop()
+        yield here, info
+        if not stat.S_ISDIR(info.st_mode):
+            continue
+        try:
+            with os.scandir(here) as entries:
+                for entry in entries:
+                    try:
+                        pending.append((Path(entry.path), entry.stat(follow_symlinks=False)))
+                    except OSError as exc:
+                        failed(Path(entry.path), exc)
+        except OSError as exc:
+            failed(here, exc)
+
+
+def remove_tree(path: Path) -> str | None:
+    """Remove `path` and everything under it (a symbolic link itself, never what it points to), at any
+    depth. Returns what could not be removed, in words for one line; None when it is gone (or was not there)."""
+    errors: list[str] = []
+
+    def failed(where: Path, exc: OSError) -> None:
+        errors.append(f"{_shown(where)}: {exc.strerror or exc}")
+
+    folders = []
+    for here, info in walk_tree(path, failed):
+        if stat.S_ISDIR(info.st_mode):
+            folders.append(here)
+            continue
+        try:
+            os.unlink(here)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            failed(here, exc)
+    for folder in reversed(folders):  # each after everything it held
+        try:
+            os.rmdir(folder)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            if not (errors and exc.errno == errno.ENOTEMPTY):  # not empty because of an error already said
+                failed(folder, exc)
+    if not errors:
+        return None
+    return errors[0] + (f" (and {len(errors) - 1} more)" if len(errors) > 1 else "")
+
+
+def _shown(path: Path, limit: int = 160) -> str:
+    """A path for a message: the middle of a very long one left out."""
+    text = str(path)
+    return text if len(text) <= limit else f"{text[:limit // 2]}...{text[-limit // 2:]}"
 
 
 def new_job_id() -> str:

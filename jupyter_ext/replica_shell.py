@@ -4,8 +4,8 @@ and the links to a dashboard the trainer serves (`enableDashboardAccess`).
 On Vertex AI a job created with `enableWebAccess` reports one URI per replica (`webAccessUris`, keyed
 by task name such as `workerpool0-0`) that opens a shell in the browser. A job created with
 `enableDashboardAccess` gets its dashboard links in the same map, keyed by task name and port
-(`workerpool0-0:8888`, the port the trainer reads from AIP_DASHBOARD_PORT); vertex-facts.md, "Issue 16
-sources", has where both are documented. On this machine, `vtrain shell JOB --replica TASK` opens the
+(`workerpool0-0:8888`; which variable tells the trainer its port is not documented); data/SOURCES.md,
+"Access fields and links", has where both are documented. On this machine, `vtrain shell JOB --replica TASK` opens the
 shell in the terminal (the local service serves no dashboards):
 
 - process backend: the shell starts in the replica's working folder with the replica's exact

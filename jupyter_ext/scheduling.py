@@ -21,7 +21,9 @@ same way:
 
 `FLAGS` holds each flag's argparse definition (`add_arguments(parser)` adds them; the magic wraps
 the same entries in `magic_arguments.argument`). `apply(job, **values)` returns a copy of the job with
-the fields set: a value of None leaves the field as it is, "" or False clears it. Durations read like
+the fields set: a value of None leaves the field as it is, "" or False clears it. `--strategy` takes
+the current strategies (`STRATEGIES`); a job's own deprecated one (ON_DEMAND, LOW_COST) is kept when
+given back, so a loaded job round-trips. Durations read like
 gcloud's: `30m`, `2h`, `1h30m`, `3600s`, `2d`, or a number of seconds. Every error is one SpecError
 line naming the flag and the field. `values(job)` is the inverse: the flag values of a job.
 
@@ -112,7 +114,7 @@ def apply(job: JobSpec, **values: Any) -> JobSpec:
     scheduling = spec.scheduling
     for key, value in given.items():
         if key == "strategy":
-            scheduling.strategy = _strategy(value)
+            scheduling.strategy = _strategy(value, scheduling.strategy)
         elif key in ("max_wait", "timeout"):
             name = "max_wait_duration" if key == "max_wait" else "timeout"
             if value == "":
@@ -138,7 +140,8 @@ def apply(job: JobSpec, **values: Any) -> JobSpec:
 
 
 def values(job: JobSpec) -> dict[str, Any]:
-    """The flag values that give `job` its fields (apply(job_without_them, **values(job)) == job).
+    """The flag values that give `job` its fields: apply(job, **values(job)) == job, and
+    apply(job_without_them, **values(job)) == job unless its strategy is a deprecated one.
     `reservation` is None when the trainer's pools use different reservations."""
     spec, scheduling = job.spec, job.spec.scheduling
     strategy = scheduling.strategy
@@ -195,24 +198,17 @@ def format_duration(value: timedelta) -> str:
     return out
 
 
-def _strategy(value: Any) -> v1.Scheduling.Strategy:
+def _strategy(value: Any, current: v1.Scheduling.Strategy) -> v1.Scheduling.Strategy:
     from google.cloud.aiplatform_v1 import types as v1
 
     name = str(value).strip().upper().replace("-", "_")
     if not name:
         return v1.Scheduling.Strategy.STRATEGY_UNSPECIFIED
+    if current and name == current.name:  # the job's own, even one Vertex deprecated (validate says so)
+        return current
     if name not in STRATEGIES:
         raise _error("strategy", f"{value!r} is not a strategy (valid: {', '.join(STRATEGIES)})")
     return v1.Scheduling.Strategy[name]
-
-
-def _trainer_pools(job: JobSpec) -> list[v1.WorkerPoolSpec]:
-    """The pools that run the trainer: a Reduction Server pool runs Google's image and machines."""
-    from . import catalog
-    from .spec import pool_image
-
-    return [pool for pos, pool in job.pools
-            if not (pos == 2 and catalog.is_reduction_server_image(pool_image(pool)))]
 
 
 def _reservation_types() -> dict[str, Any]:
@@ -236,7 +232,7 @@ def _set_reservation(job: JobSpec, value: str) -> None:
     else:
         raise _error("reservation", f"{text!r}: give ANY, NONE, or a reservation's full name "
                                     "projects/PROJECT/zones/ZONE/reservations/NAME")
-    for pool in _trainer_pools(job):
+    for _, pool in job.training_pools():
         if affinity is None:
             pool.machine_spec._pb.ClearField("reservation_affinity")
         else:
@@ -244,7 +240,7 @@ def _set_reservation(job: JobSpec, value: str) -> None:
 
 
 def _reservation_value(job: JobSpec) -> str | None:
-    found = {_reservation_text(pool.machine_spec) for pool in _trainer_pools(job)}
+    found = {_reservation_text(pool.machine_spec) for _, pool in job.training_pools()}
     return found.pop() if len(found) == 1 else ("" if not found else None)
 
 

@@ -63,6 +63,7 @@ import yaml
 from google.cloud.aiplatform_v1 import types as v1
 from google.protobuf import json_format
 
+from . import catalog
 from .errors import SpecError
 from .names import FORMATS
 from .staging import normalise_uri
@@ -162,10 +163,7 @@ class JobSpec:
 
     def training_pools(self) -> list[tuple[int, v1.WorkerPoolSpec]]:
         """The pools that run the trainer: every pool but a Reduction Server's (it runs Google's image)."""
-        from . import catalog
-
-        return [(pos, pool) for pos, pool in self.pools
-                if not (pos == 2 and catalog.is_reduction_server_image(pool_image(pool)))]
+        return [(pos, pool) for pos, pool in self.pools if not is_reduction_server_pool(pos, pool)]
 
     def with_env(self, env: Mapping[str, str]) -> JobSpec:
         """A copy whose training pools also set `env` (replacing variables of the same name)."""
@@ -284,6 +282,11 @@ def pool_image(pool: v1.WorkerPoolSpec) -> str:
     if "container_spec" in pool:
         return pool.container_spec.image_uri
     return pool.python_package_spec.executor_image_uri
+
+
+def is_reduction_server_pool(position: int, pool: v1.WorkerPoolSpec) -> bool:
+    """True for a Reduction Server pool: the third pool (workerPoolSpecs[2]) running a reducer image."""
+    return position == 2 and catalog.is_reduction_server_image(pool_image(pool))
 
 
 def _existing(spec: v1.CustomJobSpec) -> list[tuple[int, v1.WorkerPoolSpec]]:
@@ -511,7 +514,7 @@ def _parse(data: Any, message_type: Any, prefix: str) -> Any:
 def unknown_enum_value(message: Any, path: str = "") -> tuple[str, str] | None:
     """The first enum field of a protobuf message holding a number its enum does not name, as (path,
     reason). proto3 JSON parses any number into an enum field; proto-plus reads it back as a bare int
-    with a warning, and what Vertex AI answers is not known (vertex-facts.md, UNCONFIRMED 11)."""
+    with a warning, and what Vertex AI answers is not known (data/SOURCES.md, "UNCONFIRMED (continued)" 11)."""
     for descriptor, value in message.ListFields():
         where = f"{path}.{descriptor.json_name}" if path else descriptor.json_name
         if descriptor.enum_type is not None:

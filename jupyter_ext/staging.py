@@ -30,15 +30,20 @@ if TYPE_CHECKING:
 
 PREFIX = "vertex-workbench/packages"
 _BUCKET = re.compile(r"[A-Za-z0-9][\w.-]*")  # loose: Cloud Storage itself says what else it refuses
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # Unicode's control characters (category Cc)
 DISTRIBUTIONS = (".tar.gz", ".tgz", ".whl", ".zip")
 
 
 def split_uri(uri: str, where: str) -> tuple[str, str]:
     """(bucket, object path) of `gs://bucket/path`, the path normalised (`a/./b//../c` is `a/c`); one
-    SpecError line naming `where` for anything else, and for a path that climbs out of its bucket."""
+    SpecError line naming `where` for anything else, for a path that climbs out of its bucket, and for
+    a control character (Cloud Storage object names cannot hold CR or LF; NUL is no file name)."""
     bucket, _, path = uri[len("gs://"):].partition("/")
     if not uri.startswith("gs://") or not _BUCKET.fullmatch(bucket):
         raise SpecError(where, f"{uri!r} is not a Cloud Storage URI (gs://BUCKET/...)")
+    if char := _CONTROL.search(path):
+        raise SpecError(where, f"{uri!r} holds a control character ({char.group()!r}); a Cloud Storage path "
+                               "cannot hold one")
     parts: list[str] = []
     for part in path.split("/"):
         if part == "..":

@@ -3,11 +3,13 @@
 `problems(job, region=None)` lists them all (the widgets show them live); `check(job, region=None)`
 raises `ValidationError` carrying them. With a region, what that region does not offer is a problem
 too (`catalog.availability`). On an arm64 machine (A4X), one of Vertex AI's prebuilt training images
-(built for linux/amd64 only) is a problem naming the image field. `notices(job, region=None)` lists
-what is allowed but worth a line: an accelerator past its end of support, a restricted machine, an
-arm64 machine with a custom image (which must be built for linux/arm64: the validator cannot see its
-platform), a deprecated strategy, a region the catalog's data does not cover. Rules come from
-vertex-facts.md sections A, C, D and F and its issue 16 additions and sources (scheduling, access,
+(built for linux/amd64 only: `packaging.is_amd64_only_image`) is a problem naming the image field.
+`notices(job, region=None)` lists what is allowed but worth a line: an accelerator past its end of
+support, a restricted machine, an arm64 machine with a custom image (which must be built for
+linux/arm64: the validator cannot see its platform), a deprecated strategy, a region the catalog's
+data does not cover. Rules come from
+vertex-facts.md sections A, C, D, F and "Additions (2026-11)", and data/SOURCES.md, "Issue 16 sources
+(2026-11-23): scheduling rules, A4X, access links, SDK keywords, regions and prices" (scheduling, access,
 FLEX_START, Spot, MIG, A4X); machine, accelerator and region facts come from the catalog.
 
 A HyperparameterTuningJob has the same pair, `tuning_problems(resource)` and
@@ -17,6 +19,7 @@ the CustomJob rules.
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import date, timedelta
 from typing import Iterator
@@ -25,7 +28,7 @@ from google.cloud.aiplatform_v1 import types as v1
 
 from . import catalog, packaging
 from .errors import SpecError, ValidationError
-from .spec import JobSpec, is_empty_pool, pool_image
+from .spec import JobSpec, is_empty_pool, is_reduction_server_pool, pool_image
 
 MAX_NAME = 128
 MAX_POOLS = 4
@@ -45,10 +48,6 @@ FLEX_START_MAX_TIMEOUT = timedelta(days=7)  # schedule-jobs-dws: "a maximum time
 _Strategy = v1.Scheduling.Strategy
 _Affinity = v1.ReservationAffinity.Type
 _DEPRECATED_STRATEGIES = {_Strategy.ON_DEMAND: "STANDARD", _Strategy.LOW_COST: "SPOT"}
-# Prefixes of Vertex AI prebuilt training images known to have a linux/arm64 variant: none. Google's list
-# (vertex-facts.md G) names none for A4X; that they are all amd64-only is UNCONFIRMED (vertex-facts.md,
-# "Issue 16 sources"). Every other prebuilt training image is refused on an arm64 machine.
-ARM64_PREBUILT_IMAGES: tuple[str, ...] = ()
 
 
 def check(job: JobSpec, region: str | None = None) -> JobSpec:
@@ -168,9 +167,7 @@ def _platform_rules(pool: v1.WorkerPoolSpec, where: str) -> Iterator[str]:
 
 
 def _amd64_only_image(pool: v1.WorkerPoolSpec) -> bool:
-    """The pool runs one of Vertex AI's prebuilt training images without a known linux/arm64 variant."""
-    uri = pool_image(pool)
-    return packaging.is_prebuilt_training_image(uri) and not uri.startswith(ARM64_PREBUILT_IMAGES)
+    return packaging.is_amd64_only_image(pool_image(pool))
 
 
 def _machine_rules(ms: v1.MachineSpec, where: str) -> Iterator[str]:
@@ -259,15 +256,10 @@ def _topology_rules(machine: catalog.Machine, ms: v1.MachineSpec, accel: str, wh
 
 
 def _tpu_layout(job: JobSpec) -> Iterator[str]:
-    tpu_pools = [pos for pos, p in job.pools if _is_tpu(p.machine_spec)]
+    tpu_pools = [pos for pos, p in job.pools if catalog.is_tpu_machine(p.machine_spec.machine_type)]
     if tpu_pools and (len(job.pools) > 1 or job.replica_count != 1):
         yield (f"workerPoolSpecs[{tpu_pools[0]}].machineSpec: a TPU job runs exactly one pool "
                f"with one replica (this job has {len(job.pools)} pools, {job.replica_count} replicas)")
-
-
-def _is_tpu(ms: v1.MachineSpec) -> bool:
-    machine = catalog.machine(ms.machine_type)
-    return machine is not None and machine.kind == "tpu"
 
 
 def _env_rules(env: list[v1.EnvVar], where: str) -> Iterator[str]:
@@ -301,26 +293,29 @@ def _scheduling(job: JobSpec) -> Iterator[str]:
 
 def _flex_start_rules(job: JobSpec) -> Iterator[str]:
     """Dynamic Workload Scheduler (schedule-jobs-dws): its GPUs only, one machine configuration for
-    every pool, a timeout of at most 7 days."""
-    if not job.pools:
+    every pool (so no Reduction Server pool, whatever machines it asks for), a timeout of at most 7 days."""
+    timeout = job.spec.scheduling.timeout if "timeout" in job.spec.scheduling else None
+    if timeout is not None and timeout > FLEX_START_MAX_TIMEOUT:
+        yield f"scheduling.timeout: at most 7 days with FLEX_START (this job: {timeout.total_seconds():g}s)"
+    for pos, pool in job.pools:
+        if is_reduction_server_pool(pos, pool):
+            yield (f"workerPoolSpecs[{pos}]: FLEX_START (scheduling.strategy) takes no Reduction Server pool (every "
+                   "pool runs the same machine configuration); remove the pool, or choose STANDARD or SPOT")
+    pools = job.training_pools()
+    if not pools:
         return
-    first_pos, first = job.pools[0]
+    first_pos, first = pools[0]
     config = _configuration(first.machine_spec)
     accel = catalog.implied_accelerator(first.machine_spec.machine_type, config[1])
     if accel not in catalog.flex_start_accelerators():
         names = ", ".join(catalog.accelerator_label(a) for a in catalog.flex_start_accelerators())
         yield (f"workerPoolSpecs[{first_pos}].machineSpec.acceleratorType: FLEX_START (scheduling.strategy) takes "
                f"{names}; this pool has {accel or 'no accelerator'}")
-    for pos, pool in job.pools[1:]:
+    for pos, pool in pools[1:]:
         if _configuration(pool.machine_spec) != config:
-            reducer = " (so no Reduction Server pool)" if pos == 2 and catalog.is_reduction_server_image(
-                pool_image(pool)) else ""
             yield (f"workerPoolSpecs[{pos}].machineSpec: FLEX_START (scheduling.strategy) runs every pool on the "
                    f"machine configuration of workerPoolSpecs[{first_pos}] ({_describe(first.machine_spec)}), not "
-                   f"{_describe(pool.machine_spec)}{reducer}")
-    timeout = job.spec.scheduling.timeout if "timeout" in job.spec.scheduling else None
-    if timeout is not None and timeout > FLEX_START_MAX_TIMEOUT:
-        yield f"scheduling.timeout: at most 7 days with FLEX_START (this job: {timeout.total_seconds():g}s)"
+                   f"{_describe(pool.machine_spec)}")
 
 
 def _configuration(ms: v1.MachineSpec) -> tuple[str, str, int]:
@@ -476,21 +471,30 @@ def _parameter_rules(param: v1.StudySpec.ParameterSpec, where: str, ids: set[str
     spec = getattr(param, kind)
     at = f"{where}.{_CAMEL[kind]}"
     log_scale = param.scale_type in _LOG_SCALES
-    if kind in ("double_value_spec", "integer_value_spec"):
-        if not spec.min_value < spec.max_value:
-            yield f"{at}.minValue: must be below maxValue"
-        elif log_scale and spec.min_value <= 0:
-            yield f"{at}.minValue: must be positive on a log scale ({_Scale(param.scale_type).name})"
-    elif kind == "categorical_value_spec":
+    if kind == "categorical_value_spec":
         if not spec.values:
             yield f"{at}.values: at least one value is required"
         elif len(set(spec.values)) != len(spec.values):
             yield f"{at}.values: each value may appear once"
-    else:
-        values = list(spec.values)
+        return
+    discrete = kind == "discrete_value_spec"
+    values = list(spec.values) if discrete else []
+    numbers = {f"values[{i}]": value for i, value in enumerate(values)} if discrete else \
+        {"minValue": spec.min_value, "maxValue": spec.max_value}
+    if "default_value" in spec:
+        numbers["defaultValue"] = spec.default_value
+    # JSON gives a double "Infinity", "-Infinity" or "NaN": a trial would get inf or nan
+    if infinite := [f"{at}.{name}: must be a finite number, not {value}" for name, value in numbers.items()
+                    if not math.isfinite(value)]:
+        yield from infinite
+    elif discrete:
         if not values:
             yield f"{at}.values: at least one value is required"
         elif any(b <= a for a, b in zip(values, values[1:])):
             yield f"{at}.values: must be in increasing order, each value once"
         elif log_scale and values[0] <= 0:
             yield f"{at}.values: must be positive on a log scale"
+    elif not spec.min_value < spec.max_value:
+        yield f"{at}.minValue: must be below maxValue"
+    elif log_scale and spec.min_value <= 0:
+        yield f"{at}.minValue: must be positive on a log scale ({_Scale(param.scale_type).name})"

@@ -57,11 +57,12 @@ def _say_idle_after_widget_messages(kernel: Any) -> None:
 
 
 def _awaited(lines: list[str]) -> list[str]:
-    """`%%vertex_train LINE` + BODY as `await __vertex_train__(LINE, BODY)`."""
+    """`%%vertex_train LINE` + BODY as `await __vertex_train__(LINE, BODY)`, LINE's `$name` and `{expr}`
+    expanded in the notebook's namespace when the cell runs, as IPython does for any magic's line."""
     if not lines or not lines[0].startswith(PREFIX) or lines[0][len(PREFIX):len(PREFIX) + 1] not in (" ", "\n", ""):
         return lines
     line = lines[0][len(PREFIX):].strip()
-    return [f"await __vertex_train__({line!r}, {''.join(lines[1:])!r})\n"]
+    return [f"await __vertex_train__(get_ipython().var_expand({line!r}), {''.join(lines[1:])!r})\n"]
 
 
 def wait(view: Any) -> bool:

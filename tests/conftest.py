@@ -180,6 +180,15 @@ def log_lines(job_dir: Path, task: str) -> list[tuple[str, str, str]]:
     return [tuple(line.split(" ", 2)) for line in lines]  # type: ignore[misc]
 
 
+def cli_log_lines(stdout: str) -> dict[str, list[str]]:
+    """What `vtrain logs` printed, by replica: `HH:MM:SS.mmm [TASK] TEXT` rows."""
+    lines: dict[str, list[str]] = {}
+    for row in stdout.splitlines():
+        if m := re.fullmatch(r"\d\d:\d\d:\d\d\.\d{3} \[(workerpool\d-\d)\] (.*)", row):
+            lines.setdefault(m[1], []).append(m[2])
+    return lines
+
+
 def job_id(resource_name: str) -> str:
     """The job's ID, the last part of its resource name (projects/*/locations/*/customJobs/ID)."""
     return resource_name.rsplit("/", 1)[1]

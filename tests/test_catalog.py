@@ -209,13 +209,16 @@ def test_tpu_v4_pod_has_no_training_machine():
 
 @pytest.mark.parametrize("accelerator,count,ok", [
     ("TPU_V2", 8, True), ("TPU_V2", 16, False), ("TPU_V2", 32, True), ("TPU_V2", 48, False), ("TPU_V2", 96, True),
-    ("TPU_V3", 8, True), ("TPU_V3", 16, False), ("TPU_V3", 32, True), ("TPU_V3", 48, True), ("TPU_V3", 2048, True),
+    ("TPU_V3", 8, True), ("TPU_V3", 16, False), ("TPU_V3", 32, True), ("TPU_V3", 33, False), ("TPU_V3", 48, False),
+    ("TPU_V3", 64, True), ("TPU_V3", 96, False), ("TPU_V3", 1024, True), ("TPU_V3", 2048, True),
+    ("TPU_V3", 4096, False),
 ])
 def test_cloud_tpu_counts(accelerator, count, ok):
-    """v2: 8 or multiples of 32; v3: 8, or 32 and more (vertex-facts D4)."""
+    """v2: 8 or multiples of 32 (vertex-facts D4); v3: one device (v3-8) or one of the Pod slices Cloud TPU's
+    TPU v3 page lists, v3-32 to v3-2048 (catalog.json `_tpu_counts_note`)."""
     assert catalog.is_valid_count("cloud-tpu", accelerator, count) is ok
     assert catalog.count_rule("cloud-tpu", "TPU_V2") == "8, or a multiple of 32"
-    assert catalog.count_rule("cloud-tpu", "TPU_V3") == "8, or 32 and more"
+    assert catalog.count_rule("cloud-tpu", "TPU_V3") == "8, 32, 64, 128, 256, 512, 1024, 2048"
 
 
 def test_bandwidth_of_the_families_that_lacked_it():

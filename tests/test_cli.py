@@ -63,3 +63,11 @@ def test_inspect_with_process_addresses_names_the_interpreter_and_import_path_re
     assert said.startswith(f"Process replicas run with {sys.executable}; import path ")
     assert str(extra) in said.split("; import path ")[1].split(";")[0].split(":")
     assert "PATH" in said and "JUPYTERHUB_API_TOKEN" not in said
+
+
+def test_a_build_for_an_arm64_machine_on_an_amd64_only_base_is_refused_before_the_engine(tmp_path) -> None:
+    (tmp_path / "task.py").write_text("print('never built')\n")
+    done = vtrain("build", str(tmp_path / "task.py"), "--machine-type", "a4x-highgpu-4g", "--engine", "unix:///nowhere")
+    assert done.returncode == 2
+    assert done.stderr.startswith("vtrain: error: --base-image: the default, us-docker.pkg.dev/vertex-ai/training/")
+    assert "linux/amd64 only" in done.stderr and len(done.stderr.splitlines()) == 1

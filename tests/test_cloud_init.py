@@ -90,6 +90,27 @@ def test_network_service_account_and_key_of_aiplatform_init_fill_the_job(ipython
     assert sent.encryption_spec.kms_key_name == KEY
 
 
+def test_credentials_of_aiplatform_init_come_before_gclouds_token_file(ipython: Any, init: Any, gcs: Any,
+                                                                        tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    init()  # the stand-in's token as credentials
+    stale = tmp_path / "stale-token"
+    stale.write_text("a-token-the-service-refuses")
+    monkeypatch.setenv("CLOUDSDK_AUTH_ACCESS_TOKEN_FILE", str(stale))
+    handle, path, _ = _cell_job(ipython, f"--vertex --staging-bucket gs://{gcs.bucket.name}")
+    assert path == "/v1/projects/my-project/locations/us-central1/customJobs"
+
+
+def test_the_magic_reaches_vertex_with_its_own_endpoint_and_token_flags(ipython: Any, init: Any, gcs: Any,
+                                                                       stand_in: dict[str, Any]) -> None:
+    """No aiplatform.init: the flags alone say where and as whom, as for `vtrain`."""
+    handle, path, _ = _cell_job(ipython, f"--project flag-project --staging-bucket gs://{gcs.bucket.name} "
+                                         f"--endpoint {stand_in['endpoint']} --access-token-file "
+                                         f"{stand_in['token_file']}")
+    assert path == "/v1/projects/flag-project/locations/us-central1/customJobs"
+    assert handle.name.startswith("projects/flag-project/locations/us-central1/customJobs/")
+
+
 def _submit(spec: Path, *flags: str, env: dict[str, str] | None = None) -> tuple[str, list[tuple[str, dict]]]:
     """`vtrain submit` of a job file: what it printed, and the creation requests it made."""
     before = len(recorded_requests())

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import tarfile
+import zipfile
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -171,6 +172,48 @@ def test_vtrain_submit_uploads_local_packages_and_rewrites_them(cloud: dict[str,
     # outputs go under the staging bucket, as the SDK names the folder
     assert body["jobSpec"]["baseOutputDirectory"]["outputUriPrefix"].startswith(
         f"gs://{bucket.name}/runs/aiplatform-custom-job-")
+
+
+def _wheel(path: Path) -> Path:
+    """A pure wheel holding `trainer/task.py` (a wheel is a zip: replicas import from it)."""
+    with zipfile.ZipFile(path, "w") as wheel:
+        wheel.writestr("trainer/__init__.py", "")
+        wheel.writestr("trainer/task.py", CELL)
+        wheel.writestr("trainer-0.1.dist-info/METADATA", "Metadata-Version: 2.1\nName: trainer\nVersion: 0.1\n")
+        wheel.writestr("trainer-0.1.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        wheel.writestr("trainer-0.1.dist-info/RECORD", "")
+    return path
+
+
+def _sdist(path: Path, folder: Path) -> Path:
+    from jupyter_ext import packaging
+
+    (folder / "trainer").mkdir(parents=True)
+    (folder / "trainer" / "task.py").write_text(CELL)
+    name, data = packaging.sdist(packaging.build_context(folder))
+    (path / name).write_bytes(data)
+    return path / name
+
+
+@pytest.mark.parametrize("kind", ["sdist", "wheel"])
+def test_vtrain_submit_uploads_a_local_sdist_or_wheel_once(cloud: dict[str, Any], bucket: Any, tmp_path: Path,
+                                                          kind: str) -> None:
+    built = _sdist(tmp_path, tmp_path / "src") if kind == "sdist" else _wheel(tmp_path / "trainer-0.1-py3-none-any.whl")
+    package = {"executorImageUri": PREBUILT, "packageUris": [built.name], "pythonModule": "trainer.task"}
+    spec = tmp_path / "job.yaml"
+    spec.write_text(yaml.safe_dump({"workerPoolSpecs": [pool(1, containerSpec=None, pythonPackageSpec=package)]}))
+    before = len(recorded_requests())
+    for _ in range(2):  # the second time, the same content is already in the bucket
+        done = vtrain("submit", str(spec), "--project", "my-project", "--staging-bucket", f"gs://{bucket.name}",
+                      "--endpoint", cloud["endpoint"], "--access-token-file", cloud["token_file"], "--follow",
+                      timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert "SUCCEEDED" in done.stdout and "cell on workerpool0 0" in done.stdout
+    (staged,) = _objects(bucket)
+    assert staged.endswith(f"/{built.name}") and bucket.blob(staged).download_as_bytes() == built.read_bytes()
+    bodies = [body for _, body in created_jobs(before)]
+    assert len(bodies) == 2 and all(body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["packageUris"] ==
+                                    [f"gs://{bucket.name}/{staged}"] for body in bodies)
 
 
 GOOD_IMAGE = "us-docker.pkg.dev/p/r/trainer:1"

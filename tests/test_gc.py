@@ -151,6 +151,24 @@ def test_a_job_whose_vtrain_run_was_killed_is_over(tmp_path: Path, capsys: pytes
     assert code == 0 and not job_dir.exists()
 
 
+def test_a_failed_job_with_a_deep_output_is_measured_and_removed(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """1,500 nested folders: past Python's recursion limit, which a recursive walk or `shutil.rmtree` hits."""
+    deep = ("import os\nos.chdir(os.environ['AIP_MODEL_DIR'])\nfor _ in range(1500):\n    os.mkdir('a')\n"
+            "    os.chdir('a')\nopen('weights', 'w').write('x' * 1000)\nraise SystemExit(1)\n")
+    result = Supervisor(JobSpec.from_dict({"workerPoolSpecs": [pool(code=deep)]})).run()
+    job_dir = Path(result.job_dir)
+    assert result.state == "FAILED" and (job_dir / "output" / "model" / "a").is_dir()
+    code, out, err = vtrain_in_process(capsys, "gc", "--keep", "0", "--dry-run")
+    assert (code, err) == (0, "")
+    found = subprocess.run(["find", str(job_dir), "!", "-type", "d", "-printf", "%s\n"], capture_output=True,
+                           text=True, check=True)  # find walks any depth
+    size = sum(int(line) for line in found.stdout.split())
+    assert size > 1000 and f"would free {gc.human(size)} ({size} bytes) in 1 item(s)" in out and str(job_dir) in out
+    code, out, err = vtrain_in_process(capsys, "gc", "--keep", "0")
+    assert (code, err) == (0, "") and not job_dir.exists()
+
+
 def test_the_service_store_says_when_a_tuning_job_is_over(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from jupyter_ext.service import daemon
 

@@ -444,6 +444,16 @@ async def test_vertex_jobs_come_a_page_at_a_time(jp_fetch: Any, stand_in: Vertex
     assert code == 400 and error["message"].startswith("page_token:")
 
 
+async def test_clicks_on_load_more_while_vertex_is_slow_share_one_call(jp_fetch: Any, stand_in: VertexStandIn) -> None:
+    token = (await _json(jp_fetch, "jobs"))["sources"][1]["next_page_token"]
+    stand_in.delay = 2
+    pages = await asyncio.gather(*(_json(jp_fetch, "jobs", params={"source": "vertex", "page_token": token})
+                                   for _ in range(8)))
+    assert len(stand_in.lists) == 2 and stand_in.most_in_flight == 1  # the first page, then one call for the next
+    assert all([j["display_name"] for j in page["jobs"]] == [f"vertex-{n}" for n in range(VERTEX_PAGE_SIZE, 70)]
+               for page in pages)
+
+
 async def test_vertex_job_detail_has_null_ranks_outside_the_training_cluster(
         jp_fetch: Any, stand_in: VertexStandIn) -> None:
     stand_in.jobs.append(vertex_job(99, [pool(1), pool(2), {}, pool(1)]))  # an evaluator in pool 3

@@ -250,6 +250,25 @@ def test_a_bucket_path_that_leaves_its_bucket_is_refused(capsys, tmp_path, job, 
     assert message.startswith(f"{field}: ") and "leaves its bucket" in message
 
 
+@pytest.mark.parametrize("char", ["\0", "\r", "\n", "\x1b"], ids=["NUL", "CR", "LF", "ESC"])
+@pytest.mark.parametrize("job,field", [
+    ({"workerPoolSpecs": [pool()], "baseOutputDirectory": {"outputUriPrefix": "gs://b/a{char}b"}},
+     "baseOutputDirectory.outputUriPrefix"),
+    ({"workerPoolSpecs": [pool(containerSpec=None, pythonPackageSpec={
+        "executorImageUri": "us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-17.py310:latest",
+        "packageUris": ["gs://b/ok.tar.gz", "gs://b/x{char}.tar.gz"], "pythonModule": "trainer.task"})]},
+     "workerPoolSpecs[0].pythonPackageSpec.packageUris[1]"),
+], ids=["outputUriPrefix", "packageUris"])
+def test_a_bucket_path_with_a_control_character_is_refused(capsys, tmp_path, job, field, char):
+    """Cloud Storage object names cannot hold CR or LF, and NUL is no name: refused when the job is read,
+    not a traceback when a local run maps the path to a folder."""
+    job = json.loads(json.dumps(job).replace("{char}", json.dumps(char)[1:-1]))
+    message = one_error_line(*vtrain_in_process(capsys, "validate", str(write_file(tmp_path / "job.json", job))))
+    assert message.startswith(f"{field}: ") and "control character" in message
+    with pytest.raises(SpecError, match="control character"):
+        paths.local_output_dir(f"gs://b/a{char}b", tmp_path)
+
+
 def test_bucket_paths_are_normalised(capsys, tmp_path):
     path = write_spec(tmp_path / "job.json", [pool()], baseOutputDirectory={"outputUriPrefix": "gs://b/a/./b//../c/"})
     assert JobSpec.load(path).spec.base_output_directory.output_uri_prefix == "gs://b/a/c/"

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import defaultdict
+from typing import Any
 
 import pytest
 from conftest import log_lines, pool
@@ -43,12 +44,14 @@ def test_without_overlap_the_cursor_goes_on_from_the_newest_entry() -> None:
 
 
 def test_the_cursor_survives_its_text_form_and_refuses_anything_else() -> None:
-    cursor = LogCursor(overlap=3.0)
+    cursor = LogCursor(overlap=3.0, start="2026-01-01T00:00:07.000000Z", token="next-page")  # a listing under way
     cursor.admit("2026-01-01T00:00:10.000000Z", "workerpool0-0-000000000042")
     again = LogCursor.decode(cursor.encode())
-    assert (again.since, again.seen) == (cursor.since, cursor.seen)
-    with pytest.raises(WorkbenchError, match="^cursor: not a cursor this server gave$"):
-        LogCursor.decode("not-a-cursor")
+    assert (again.since, again.seen, again.start, again.token) == (cursor.since, cursor.seen, cursor.start, "next-page")
+    forged = LogCursor(start='2026-01-01T00:00:07.000000Z" OR resource.type="ml_job')  # its start goes into the filter
+    for text in ("not-a-cursor", forged.encode()):
+        with pytest.raises(WorkbenchError, match="^cursor: not a cursor this server gave$"):
+            LogCursor.decode(text)
 
 
 def test_a_reader_reads_with_its_own_overlap_whoever_made_the_cursor() -> None:
@@ -118,14 +121,20 @@ def entries_list_requests() -> list[dict]:
     return [row for row in rows if row["path"] == "/v2/entries:list"]
 
 
-def test_a_follower_on_googles_pace_polls_all_replicas_at_once_and_stops_after_a_quiet_tail() -> None:
+def _finished_on_googles_pace(name: str, lines: int, workers: int) -> tuple[Any, Any, FakeClock, ReadPace]:
+    """A finished job whose primary and workers print `lines` lines each, and a session, a fake clock
+    and the pace of a follower reading it from Google's endpoint."""
     daemon.ensure_running(Options(record_requests=True))
-    code = "for n in range(3): print(f'line {n}', flush=True)"
-    handle = launch.submit({"displayName": "paced", "jobSpec": {"workerPoolSpecs": [pool(1, code=code),
-                                                                                    pool(2, code=code)]}})
+    code = f"for n in range({lines}): print(f'line {{n}}', flush=True)"
+    handle = launch.submit({"displayName": name, "jobSpec": {"workerPoolSpecs": [pool(1, code=code),
+                                                                                 pool(workers, code=code)]}})
     assert handle.wait(timeout=60) == "JOB_STATE_SUCCEEDED", handle.error
-    session, clock = google_paced(), FakeClock()
-    pace = ReadPace.of(session)
+    session = google_paced()
+    return handle, session, FakeClock(), ReadPace.of(session)
+
+
+def test_a_follower_on_googles_pace_polls_all_replicas_at_once_and_stops_after_a_quiet_tail() -> None:
+    handle, session, clock, pace = _finished_on_googles_pace("paced", 3, workers=2)
     reader = LogReader(session, launch.log_filter(handle.id), clock=clock)
     before = len(entries_list_requests())
     finals: list[float] = []
@@ -144,6 +153,65 @@ def test_a_follower_on_googles_pace_polls_all_replicas_at_once_and_stops_after_a
     # every line came with the first poll; it stops at the first poll after `settle` of quiet, not before
     quiet = [at - finals[0] for at in finals]
     assert quiet[-2] < pace.settle <= quiet[-1]
+
+
+def written_lines(handle: launch.Handle, *tasks: str) -> dict[str, list[str]]:
+    return {task: [text for _, _, text in log_lines(handle.local_dir, task)] for task in tasks}
+
+
+def by_replica(records: list[logs.LogRecord]) -> dict[str, list[str]]:
+    lines: dict[str, list[str]] = defaultdict(list)
+    for record in records:
+        lines[record.task_name].append(record.text)
+    return dict(lines)
+
+
+def test_a_429_on_a_later_page_keeps_the_pages_before_it_and_the_next_read_goes_on_with_that_page() -> None:
+    # three requests a minute, and a window of five pages: two replicas of 25 lines, 10 entries a page
+    daemon.ensure_running(Options(read_quota=3, record_requests=True))
+    code = "for n in range(25): print(f'line {n}', flush=True)"
+    handle = launch.submit({"displayName": "pages", "jobSpec": {"workerPoolSpecs": [pool(1, code=code),
+                                                                                    pool(1, code=code)]}})
+    assert handle.wait(timeout=60) == "JOB_STATE_SUCCEEDED", handle.error
+    reader, clock = LogReader(handle.session, launch.log_filter(handle.id), page_size=10), FakeClock()
+
+    def poll(**how: bool) -> list[logs.LogRecord]:
+        with pytest.MonkeyPatch.context() as patch:  # the reader's time only: the service's start waits for real
+            patch.setattr(logs.time, "monotonic", clock.monotonic)
+            patch.setattr(logs.time, "sleep", clock.sleep)
+            return reader.poll(**how)
+
+    first = poll(wait=False)
+    assert [r["status"] for r in entries_list_requests()] == [200, 200, 200, 429]
+    assert len(first) == 30 and reader.held  # the three pages read before the 429 are kept
+    # the quota lifted (the service again, without one) and the reader's back-off over
+    daemon.stop()
+    daemon.ensure_running(Options(record_requests=True))
+    before = len(entries_list_requests())
+    clock.now += 120.0
+    rest = poll()
+    assert len(entries_list_requests()) - before == 2 and not reader.held  # pages 4 and 5: on from the refused one
+    assert max(r.timestamp for r in first) <= min(r.timestamp for r in rest)
+    assert by_replica(first + rest) == written_lines(handle, "workerpool0-0", "workerpool1-0")  # each line once
+
+
+def test_a_follower_reads_a_backlog_a_few_pages_a_poll_and_hands_each_poll_out_at_once() -> None:
+    handle, session, clock, pace = _finished_on_googles_pace("backlog", 40, workers=1)
+    reader = LogReader(session, launch.log_filter(handle.id), page_size=10, clock=clock)  # 8 pages
+    records: list[logs.LogRecord] = []
+    handed_out: list[int] = []  # entries handed out before each poll
+
+    def is_final() -> bool:
+        handed_out.append(len(records))
+        return True
+
+    for record in reader.follow(is_final):
+        records.append(record)
+    step = 10 * pace.pages
+    assert 0 < step < 80  # more pages than one poll reads
+    assert handed_out[:80 // step + 2] == [*range(0, 80, step), 80]
+    assert min(clock.waits) >= pace.floor
+    assert by_replica(records) == written_lines(handle, "workerpool0-0", "workerpool1-0")
 
 
 def test_the_panel_is_told_to_poll_at_googles_floor_and_after_a_429_when_the_quota_allows() -> None:

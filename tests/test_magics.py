@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 from pathlib import Path
 
 import pytest
@@ -158,6 +159,8 @@ def test_a_replica_the_job_does_not_have_is_one_line_not_an_empty_log(ip) -> Non
     ("--config nowhere", r"--config: no variable or file named 'nowhere'"),
     ("--machine-type n1-standard-3", r"machineType: 'n1-standard-3' is not a Vertex AI training machine type"),
     ("--vertex --region us-central1", r"--project"),
+    ("--backend nope", r"--backend: unknown backend 'nope' \(available: docker, process\)"),
+    ("--machine-type a4x-highgpu-4g", r"^--base-image: the default, .* built for linux/amd64 only"),
 ])
 def test_user_mistakes_name_the_flag_or_field(ip, flags: str, message: str,  # type: ignore[no-untyped-def]
                                               monkeypatch: pytest.MonkeyPatch) -> None:
@@ -235,6 +238,29 @@ def test_with_no_wait_the_cell_returns_at_once_and_the_handle_raises_later(ip) -
     handle = ip.user_ns["later"]
     with pytest.raises(JobFailedError, match=r"FAILED: replica workerpool1-0 exited with code 3; its log: "):
         handle.result(timeout=120)
+
+
+def test_closing_the_view_stops_the_waiting_and_the_job_goes_on(ip) -> None:  # type: ignore[no-untyped-def]
+    magics = _magics(ip)
+    before = getattr(magics, "monitor", None)
+
+    def close_the_view_once_running() -> None:
+        def running() -> object:
+            monitor = getattr(magics, "monitor", None)
+            return monitor if monitor is not before and monitor.state == "JOB_STATE_RUNNING" else None
+        wait_for(running, 120, "the job to run").close()
+
+    closer = threading.Thread(target=close_the_view_once_running)
+    closer.start()
+    with capture_output() as shown:
+        ip.run_cell_magic("vertex_train", "--name outlives-its-view closed",
+                          "import time\nprint('up', flush=True)\ntime.sleep(120)\n")
+    closer.join()
+    assert "stopped waiting; the job goes on" in shown.stdout
+    handle = ip.user_ns["closed"]
+    assert handle.state == "JOB_STATE_RUNNING"
+    handle.cancel()
+    assert handle.wait(60) == "JOB_STATE_CANCELLED"
 
 
 def test_the_pool_configurator_drives_the_job(ip) -> None:  # type: ignore[no-untyped-def]

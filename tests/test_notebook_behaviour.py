@@ -78,12 +78,15 @@ def test_replicas_run_with_the_kernels_python_whoever_started_the_service(tmp_pa
     book = _notebook("%load_ext jupyter_ext", "%%vertex_train --workers 1 --name which-python job\n"
                      "import sys\nimport only_in_the_kernel\n"
                      "print(sys.executable, sys.prefix, only_in_the_kernel.WHERE)",
-                     "print(job.id, job.state)")
+                     "print(job.id, job.state)", "%%vertex_train --dry-run --name which-python-dry dry\npass")
     NotebookClient(book, timeout=300, kernel_name="other-env").execute(cwd=str(tmp_path))
     job_id, state = book.cells[2].outputs[0].text.split()
     assert state == "JOB_STATE_SUCCEEDED"
-    lines = {record.task_name: record.text for record in launch.attach(job_id).logs()}
+    handle = launch.attach(job_id)
+    lines = {record.task_name: record.text for record in handle.logs()}
     assert lines == {"workerpool0-0": f"{python} {venv} found", "workerpool1-0": f"{python} {venv} found"}
+    assert json.loads((handle.local_dir / "status.json").read_text())["python"] == str(python)  # the job says which
+    assert f"Process replicas run with {python}; import path {modules}" in json.dumps(book.cells[3].outputs)
 
 
 def test_replicas_get_only_what_vertex_would_give_and_what_the_user_passes(ipython: Any,
@@ -96,7 +99,9 @@ def test_replicas_get_only_what_vertex_would_give_and_what_the_user_passes(ipyth
     monkeypatch.setenv("FROM_THE_KERNEL", "kept")
     ipython.run_cell_magic("vertex_train", "--workers 1 --name clean-env --env MY_SETTING=42 --env FROM_THE_KERNEL "
                            "job", "import json, os\nprint(json.dumps(dict(os.environ)))")
-    for record in ipython.user_ns["job"].logs():
+    records = list(ipython.user_ns["job"].logs())
+    assert sorted(record.task_name for record in records) == ["workerpool0-0", "workerpool1-0"]
+    for record in records:
         env = json.loads(record.text)
         assert "JUPYTERHUB_API_TOKEN" not in env and "GOOGLE_APPLICATION_CREDENTIALS" not in env
         assert env["MY_SETTING"] == "42" and env["FROM_THE_KERNEL"] == "kept"
@@ -129,6 +134,31 @@ def test_vtrain_notebook_stops_at_a_failed_job_and_exits_1(tmp_path: Path) -> No
     assert "error in cell 2: JobFailedError: CustomJob" in done.stdout
     executed = nbformat.read(str(tmp_path / "out.ipynb"), as_version=4)
     assert executed.cells[2].execution_count is None  # as "Run All": nothing after the failed cell
+
+
+def test_vtrain_notebook_exits_0_when_the_notebook_catches_its_failed_job(tmp_path: Path) -> None:
+    """As lesson 04 does: a job that fails on purpose, its error caught and explained."""
+    from conftest import vtrain
+
+    path = tmp_path / "catches.ipynb"
+    nbformat.write(_notebook("%load_ext jupyter_ext",
+                             f"%%vertex_train --workers 1 --name fails-on-purpose --no-wait failed\n{FAILING}",
+                             "from jupyter_ext.errors import JobFailedError\ntry:\n    failed.result(timeout=120)\n"
+                             "except JobFailedError as error:\n    print('as expected:', error)"), str(path))
+    done = vtrain("notebook", str(path), "--output", str(tmp_path / "out.ipynb"), timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "(fails-on-purpose): FAILED" in done.stdout
+    executed = nbformat.read(str(tmp_path / "out.ipynb"), as_version=4)
+    assert "as expected: CustomJob" in executed.cells[2].outputs[0].text
+
+
+def test_the_cells_line_expands_notebook_variables_in_a_kernel(tmp_path: Path) -> None:
+    """As IPython does for every magic: `{expression}` and `$name` in the `%%vertex_train` line."""
+    book = _notebook("%load_ext jupyter_ext", "name, workers = 'from-a-variable', 2",
+                     "%%vertex_train --dry-run --workers $workers --name {name + '-x'} job\nprint('hi')")
+    NotebookClient(book, timeout=300, kernel_name="python3").execute(cwd=str(tmp_path))
+    shown = json.dumps(book.cells[2].outputs)
+    assert "from-a-variable-x" in shown and "workerpool1-1" in shown
 
 
 def test_interrupting_the_kernel_stops_the_waiting_and_the_job_goes_on(tmp_path: Path) -> None:

@@ -244,3 +244,20 @@ def test_an_sdist_cannot_carry_local_wheels(tmp_path: Path) -> None:
     ctx = build_context(CELL, requirements=[str(tiny_wheel(tmp_path))])
     with pytest.raises(PackagingError, match="local dependency tinydep-0.1-py3-none-any.whl cannot go into"):
         packaging.sdist(ctx)
+
+
+@pytest.mark.parametrize("base", [None, "tf", "pytorch-gpu", f"{PREBUILT}/tf-gpu.2-17.py310:latest"])
+def test_an_arm64_build_refuses_a_linux_amd64_only_base_before_building(base: str | None) -> None:
+    """Vertex AI's prebuilt training images (the default base `tf` among them) are built for linux/amd64 only:
+    an image for an arm64 machine (A4X) cannot start FROM one. One line naming --base-image, no build."""
+    with pytest.raises(PackagingError) as error:
+        build_context(CELL, base_image=base, platform="linux/arm64")
+    message = str(error.value)
+    assert message.startswith("--base-image: ") and "\n" not in message
+    assert "linux/amd64 only" in message and "linux/arm64" in message
+    assert build_context(CELL, base_image=base).base_image.startswith(PREBUILT)  # fine for linux/amd64
+
+
+def test_an_arm64_build_takes_a_base_image_of_the_users_choice() -> None:
+    context = build_context(CELL, base_image="python:3.11-slim", platform="linux/arm64")
+    assert context.files["Dockerfile"].decode().splitlines()[1] == "FROM python:3.11-slim"

@@ -22,6 +22,15 @@ from widgets import ClusterInspector
 
 SECRET = "s3cr3t-Value"
 KEY_JSON = json.dumps({"type": "service_account", "private_key": "-----BEGIN PRIVATE KEY-----\n"})
+# Google credential files of other kinds, recognised by content: workload identity federation, impersonation,
+# OAuth clients (an "installed" app's or a "web" app's client secret)
+EXTERNAL_ACCOUNT_JSON = json.dumps({"type": "external_account", "audience": "//iam.googleapis.com/x",
+                                    "subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
+                                    "credential_source": {"file": "/var/run/token"}})
+IMPERSONATED_JSON = json.dumps({"type": "impersonated_service_account", "service_account_impersonation_url": "u",
+                                "source_credentials": {"type": "authorized_user", "refresh_token": "r"}})
+INSTALLED_CLIENT_JSON = json.dumps({"installed": {"client_id": "1.apps.googleusercontent.com", "client_secret": "s"}})
+WEB_CLIENT_JSON = json.dumps({"web": {"client_id": "1.apps.googleusercontent.com", "client_secret": "s"}})
 # every kind of credential file a trainer folder may hold by accident (path -> content)
 SECRET_FILES = {
     "id_rsa": "-----BEGIN OPENSSH PRIVATE KEY-----", "id_ed25519": "k", "id_ecdsa": "k", "id_dsa": "k",
@@ -31,10 +40,16 @@ SECRET_FILES = {
     ".git-credentials": "https://u:p@github.com", ".npmrc": "//registry/:_authToken=x", "cert.pfx": "x",
     "store.jks": "x", "bundle.p12": "x", ".env": "A=1", "tls.key": "k", "ca.pem": "c", ".netrc": "machine m",
     ".pypirc": "[pypi]", ".git/config": "[core]", "data/ssh/id_rsa": "k", "anything.json": KEY_JSON,
+    ".pgpass": "h:5432:db:u:p", ".s3cfg": "[default]\nsecret_key=x", ".vault-token": "hvs.x", ".envrc": "export A=1",
+    ".gnupg/pubring.kbx": "k", ".gnupg/private-keys-v1.d/k.key": "k", "putty.ppk": "k", "AuthKey_X.p8": "k",
+    "client_secret_1.apps.googleusercontent.com.json": "{}", "wif.json": EXTERNAL_ACCOUNT_JSON,
+    "impersonate.json": IMPERSONATED_JSON, "oauth/desktop.json": INSTALLED_CLIENT_JSON, "web.json": WEB_CLIENT_JSON,
+    "broken.json": '{"refresh_token": ' + "[" * 100_000,  # names a key, nested too deep to read: kept out
 }
 # look alike, but are not credentials: kept
 KEPT_FILES = {"config.py": "X = 1", "data/config.json": "{}", ".aws/config": "[default]\nregion=x", "kube.py": "",
-              ".config/app.toml": "", "ssh_utils.py": ""}
+              ".config/app.toml": "", "ssh_utils.py": "", "data/accounts.json": '{"type": "bank_account"}',
+              "data/deep.json": "[" * 100_000, "data/site.json": '{"web": {"title": "home"}}'}
 
 
 def trainer_folder(root: Path) -> Path:
@@ -56,11 +71,13 @@ def test_credential_files_never_enter_a_context_or_its_tar(tmp_path):
         assert not any(name.endswith(rel) for name in names), rel
     # what was left out is listed: a folder once, a file by its path
     assert {".ssh/", ".aws/credentials", ".docker/config.json", ".config/gcloud/", ".git/", "id_rsa",
-            "anything.json", "data/ssh/id_rsa"} <= set(ctx.skipped)
+            "anything.json", "data/ssh/id_rsa", ".gnupg/", "wif.json", "oauth/desktop.json"} <= set(ctx.skipped)
     # the .dockerignore of a context written for `docker build` says the same
     ignore = ctx.files[".dockerignore"].decode()
     for pattern in ("**/id_rsa*", "**/.ssh", "**/.aws/credentials", "**/.docker/config.json", "**/.kube/config",
-                    "**/.config/gcloud", "**/.boto", "**/.git-credentials", "**/.npmrc", "**/*.pfx", "**/*.jks"):
+                    "**/.config/gcloud", "**/.boto", "**/.git-credentials", "**/.npmrc", "**/*.pfx", "**/*.jks",
+                    "**/.pgpass", "**/.s3cfg", "**/.vault-token", "**/.envrc", "**/.gnupg", "**/*.ppk", "**/*.p8",
+                    "**/.netrc", "**/client_secret*.json"):
         assert pattern in ignore.splitlines()
 
 
@@ -99,6 +116,24 @@ def test_urls_without_credentials_are_kept():
     lines = ["git+ssh://git@github.com/org/lib.git", "--extra-index-url https://pypi.example.com/simple",
              "lib @ https://example.com/lib-1.0.tar.gz"]
     assert packaging.build_context("print(1)\n", requirements=lines).requirements == tuple(lines)
+
+
+@pytest.mark.parametrize("text,shown", [
+    ("https://tok3n@h.example/simple", "https://***@h.example/simple"),  # a token as the user name
+    ("https://u:pa55@h.example", "https://***@h.example"),
+    ("https://u:p@ss@h.example/simple", "https://***@h.example/simple"),  # '@' in the password
+    ("https://u:p@ss@h.example", "https://***@h.example"),
+    ("https://me@corp:p@ss@h.example:8443/x?a=b@c", "https://***@h.example:8443/x?a=b@c"),  # '@' in both
+    ("git+https://alice:p@ss@github.com/o/l.git@v1", "git+https://***@github.com/o/l.git@v1"),
+    ("--extra-index-url https://u:p@ss@pypi.example/simple", "--extra-index-url https://***@pypi.example/simple"),
+    ("""sh -c "pip install -i 'https://u:p@ss@pypi.example' lib && echo me@home\"""",
+     """sh -c "pip install -i 'https://***@pypi.example' lib && echo me@home\""""),
+    ('["https://u:p@ss@a.example/s", "https://t@b.example"]', '["https://***@a.example/s", "https://***@b.example"]'),
+    ("mail me@home.example, not a URL", "mail me@home.example, not a URL"),
+    ("git+ssh://git@github.com/o/l.git", "git+ssh://git@github.com/o/l.git"),  # a user name over SSH: no secret
+])
+def test_mask_urls_hides_all_of_the_userinfo(text, shown):
+    assert sensitive.mask_urls(text) == shown
 
 
 def test_vtrain_build_refuses_them_in_one_masked_line(tmp_path):
@@ -160,6 +195,44 @@ def test_the_inspector_never_shows_env_values(tmp_path):
     assert SECRET not in json.dumps(inspector._repr_mimebundle_())
 
 
+PIP_CREDENTIAL = "hunter2"
+PIP_COMMAND = f"pip install --extra-index-url https://bob:{PIP_CREDENTIAL}@pypi.example/simple lib && python -m t"
+
+
+def test_credentials_in_a_jobs_command_and_args_are_masked_in_every_display(capsys, tmp_path, ipython):
+    path = write_file(tmp_path / "job.json", {"displayName": "pip", "jobSpec": {"workerPoolSpecs": [
+        pool(command=["sh", "-c", PIP_COMMAND], args=[f"--data=https://{PIP_CREDENTIAL}@data.example/x"]),
+        pool(1, env={"INDEX": f"https://bob:{PIP_CREDENTIAL}@pypi.example/simple"})]}})
+    for argv in (["--json"], ["--replica", "workerpool0-0"], ["--replica", "workerpool1-0", "--addresses", "process"]):
+        code, out, err = vtrain_in_process(capsys, "inspect", str(path), *argv)
+        assert code == 0, err
+        assert PIP_CREDENTIAL not in out and "https://bob:***" not in out, argv
+    code, out, _ = vtrain_in_process(capsys, "inspect", str(path), "--json")
+    job = json.loads(json.loads(out)[0]["env"]["CLUSTER_SPEC"])["job"]["workerPoolSpecs"][0]["containerSpec"]
+    assert job["command"][2] == PIP_COMMAND.replace(f"bob:{PIP_CREDENTIAL}", "***")
+    assert job["args"] == ["--data=https://***@data.example/x"]
+    inspector = ClusterInspector(str(path))
+    assert PIP_CREDENTIAL not in inspector.to_html() and PIP_CREDENTIAL not in json.dumps(inspector._repr_mimebundle_())
+    with capture_output() as out:
+        ipython.run_cell_magic("vertex_train", f'--args "--index https://bob:{PIP_CREDENTIAL}@pypi.example/simple" '
+                                               "--dry-run --name dry-pip", "print(1)")
+    assert PIP_CREDENTIAL not in out.stdout and '"https://***@pypi.example/simple"' in out.stdout
+
+
+def test_a_job_body_as_shown_masks_env_values_and_url_credentials_at_any_depth():
+    body = {"jobSpec": {"workerPoolSpecs": [{"containerSpec": {
+        "command": ["sh", "-c", PIP_COMMAND], "args": [], "env": [{"name": "A", "value": "https://u:p@h"}]}},
+        {"pythonPackageSpec": {"packageUris": [f"https://bob:{PIP_CREDENTIAL}@files.example/t.tar.gz"]}}]},
+        "labels": {"source": f"git+https://{PIP_CREDENTIAL}@github.com/o/r"}, "replicaCount": 2}
+    shown = sensitive.mask_job(body)
+    assert PIP_CREDENTIAL not in json.dumps(shown) and "u:p@h" not in json.dumps(shown)
+    assert shown["jobSpec"]["workerPoolSpecs"][0]["containerSpec"]["env"] == [{"name": "A", "value": "***"}]
+    assert shown["jobSpec"]["workerPoolSpecs"][1]["pythonPackageSpec"]["packageUris"] == [
+        "https://***@files.example/t.tar.gz"]
+    assert shown["labels"] == {"source": "git+https://***@github.com/o/r"} and shown["replicaCount"] == 2
+    assert PIP_CREDENTIAL in json.dumps(body)  # a copy: the job itself keeps its values
+
+
 def test_the_replicas_still_get_the_real_values(tmp_path):
     path = write_file(tmp_path / "job.json", {"workerPoolSpecs": [pool(env={"API_TOKEN": SECRET}, code=(
         "import json, os; print(os.environ['API_TOKEN'], "
@@ -204,6 +277,34 @@ def test_the_services_files_are_private(tmp_path, monkeypatch):
             assert mode(folder) == 0o700, folder
     finally:
         daemon.stop()
+
+
+def test_why_a_state_could_not_be_saved_is_written_for_the_owner_only(tmp_path):
+    """The reason a job's state could not be saved (kept next to its files for the next start) names the
+    job's failure: it is private like the job's other files."""
+    import sqlite3
+
+    from google.cloud.aiplatform_v1 import types as v1
+
+    from jupyter_ext import paths
+    from jupyter_ext.service.jobs import JobManager
+    from jupyter_ext.service.resources import UNSAVED_FILE
+    from jupyter_ext.service.store import JobStore, StoredJob
+
+    store, notes = JobStore(paths.job_store_file()), []
+    manager = JobManager(store, paths.jobs_dir(), on_note=notes.append)
+    stored = StoredJob("1", "projects/p/locations/l", paths.private_dir(paths.jobs_dir() / "1"), "process",
+                       v1.CustomJob(display_name="unsaved"))
+    store.add(stored)
+    database = sqlite3.connect(paths.job_store_file())
+    database.execute("CREATE TRIGGER full_disk BEFORE UPDATE ON jobs "
+                     "BEGIN SELECT RAISE(ABORT, 'database or disk is full (injected)'); END")
+    database.commit()
+    database.close()
+    assert manager.save(stored) is False and "database or disk is full (injected)" in notes[0]
+    unsaved = stored.job_dir / UNSAVED_FILE
+    assert "could not save the job's state" in unsaved.read_text() and mode(unsaved) == 0o600
+    store.close()
 
 
 def test_private_files_and_folders(tmp_path, _workbench_home):

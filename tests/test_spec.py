@@ -816,3 +816,27 @@ def test_the_reservation_flag_leaves_a_reduction_server_pool_alone():
     job = scheduling.apply(job, reservation="ANY")
     assert ["reservation_affinity" in p.machine_spec for _, p in job.pools] == [True, True, False]
     assert scheduling.values(job)["reservation"] == "ANY"
+
+
+def test_a_reduction_server_pool_is_the_third_pool_running_the_reducer_image():
+    from jupyter_ext import catalog
+    from jupyter_ext.spec import is_reduction_server_pool
+
+    image = catalog.reduction_server_image("europe-west4")
+    job = JobSpec.load({"workerPoolSpecs": [pool(), pool(image=image), pool(replicas=2, image=image),
+                                            pool(image=image)]})
+    assert [is_reduction_server_pool(pos, p) for pos, p in job.pools] == [False, False, True, False]
+    assert [pos for pos, _ in job.training_pools()] == [0, 1, 3]
+    assert not is_reduction_server_pool(2, JobSpec.load({"workerPoolSpecs": [pool(), pool(), pool()]}).pools[2][1])
+
+
+def test_the_strategy_flag_takes_the_current_strategies_but_gives_a_job_back_its_deprecated_one():
+    old = JobSpec.load({"displayName": "old", "jobSpec": {"workerPoolSpecs": [pool()],
+                                                          "scheduling": {"strategy": "ON_DEMAND"}}})
+    assert scheduling.apply(old, **scheduling.values(old)) == old  # as the configurator gives it back
+    with pytest.raises(SpecError, match=r"^--strategy \(scheduling.strategy\): 'LOW_COST' is not a strategy \(valid: "
+                                        r"STANDARD, SPOT, FLEX_START\)$"):
+        scheduling.apply(old, strategy="LOW_COST")
+    plain = scheduling.apply(old, strategy="")
+    with pytest.raises(SpecError, match="'ON_DEMAND' is not a strategy"):
+        scheduling.apply(plain, strategy="ON_DEMAND")

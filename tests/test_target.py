@@ -149,3 +149,41 @@ def test_logs_are_read_from_cloud_logging_unless_the_endpoint_stands_in(sdk: Any
     session = Session.of(Target.resolve(vertex=True, access_token_file=str(token)))
     url = session.logging(lambda client: client._connection.build_api_url("/entries:list"))
     assert url.startswith(f"{logs}/v2/entries:list")
+
+
+def test_following_a_job_builds_each_client_once_and_probes_the_service_once(module_home: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """As a monitor does every second: the job's state and its next log lines, over one session."""
+    from collections import Counter
+
+    from google.cloud import logging as cloud_logging
+    from google.cloud.aiplatform_v1 import JobServiceClient
+
+    from conftest import pool
+    from jupyter_ext import launch
+    from jupyter_ext.service import daemon
+
+    done = launch.submit({"displayName": "polled", "jobSpec": {"workerPoolSpecs": [pool(1, code="print('hi')")]}})
+    assert done.wait(60) == "JOB_STATE_SUCCEEDED"
+    Session._sessions.clear()  # as in a new kernel
+    counts: Counter[str] = Counter()
+
+    def counting(owner: object, name: str, key: str) -> None:
+        original = getattr(owner, name)
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            counts[key] += 1
+            return original(*args, **kwargs)
+        monkeypatch.setattr(owner, name, wrapper)
+
+    counting(daemon, "status", "service probes")
+    counting(JobServiceClient, "__init__", "job clients")
+    counting(cloud_logging.Client, "__init__", "logging clients")
+    handle = launch.attach(done.id)
+    reader = handle.log_reader()
+    lines = []
+    for _ in range(5):
+        assert handle.refresh().state.name == "JOB_STATE_SUCCEEDED"
+        lines += [record.text for record in reader.poll(wait=False)]
+    assert lines == ["hi"]
+    assert counts == {"service probes": 1, "job clients": 1, "logging clients": 1}

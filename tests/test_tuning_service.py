@@ -129,16 +129,16 @@ def test_failed_trials_past_max_failed_trial_count_fail_the_job(service: dict) -
     job = _sdk_job("failing", [hpt_pool(1, args=["--fail-on", "2,3,4"])],
                    {"units": hpt.IntegerParameterSpec(min=1, max=6, scale="linear")},
                    max_trial_count=6, parallel_trial_count=1, max_failed_trial_count=2, search_algorithm="grid")
-    with pytest.raises(RuntimeError, match="3 trials failed, more than maxFailedTrialCount 2"):
+    with pytest.raises(RuntimeError, match="2 trials failed, as many as maxFailedTrialCount 2 allows"):
         job.run()
     resource = job.gca_resource
     assert resource.state.name == "JOB_STATE_FAILED"
     message = resource.error.message
-    assert message.startswith("3 trials failed, more than maxFailedTrialCount 2; last failure: trial 4: "
+    assert message.startswith("2 trials failed, as many as maxFailedTrialCount 2 allows; last failure: trial 3: "
                               "replica workerpool0-0 (primary) exited with code 1")
-    assert "trial 4 breaks on purpose" in message
+    assert "trial 3 breaks on purpose" in message
     assert [(t.id, t.state.name) for t in resource.trials] == [
-        ("1", "SUCCEEDED"), ("2", "INFEASIBLE"), ("3", "INFEASIBLE"), ("4", "INFEASIBLE")]  # 5 and 6 never ran
+        ("1", "SUCCEEDED"), ("2", "INFEASIBLE"), ("3", "INFEASIBLE")]  # the 2nd failure ends it: 4 to 6 never ran
     assert "exited with code 1" in resource.trials[1].infeasible_reason
 
 

@@ -49,7 +49,7 @@ GOOD = {
     "disk 100 GB pd-standard": [pool(diskSpec={"bootDiskType": "pd-standard", "bootDiskSizeGb": 100})],
     "disk 64000 GB hyperdisk": [pool(diskSpec={"bootDiskType": "hyperdisk-balanced", "bootDiskSizeGb": 64000})],
     "cloud-tpu TPU_V2 x 96 (a Pod)": [pool(machine="cloud-tpu", accelerator="TPU_V2", accelerator_count=96)],
-    "cloud-tpu TPU_V3 x 48 (a Pod)": [pool(machine="cloud-tpu", accelerator="TPU_V3", accelerator_count=48)],
+    "cloud-tpu TPU_V3 x 64 (a Pod slice)": [pool(machine="cloud-tpu", accelerator="TPU_V3", accelerator_count=64)],
     "MIG partition of one A100": [pool(machineSpec={**A100, "gpuPartitionSize": "1g.5gb"})],
 }
 
@@ -88,7 +88,9 @@ BAD = [
     ("no machine type", [pool(machine="")], "workerPoolSpecs[0].machineSpec.machineType", "required"),
     ("cloud-tpu TPU_V3 x 16", [pool(machine="cloud-tpu", accelerator="TPU_V3", accelerator_count=16)],
      "workerPoolSpecs[0].machineSpec.acceleratorCount", "16 is not offered for TPU_V3 on cloud-tpu "
-                                                        "(valid: 8, or 32 and more)"),
+                                                        "(valid: 8, 32, 64, 128, 256, 512, 1024, 2048)"),
+    ("cloud-tpu TPU_V3 x 33", [pool(machine="cloud-tpu", accelerator="TPU_V3", accelerator_count=33)],
+     "workerPoolSpecs[0].machineSpec.acceleratorCount", "33 is not offered for TPU_V3 on cloud-tpu"),
     ("cloud-tpu TPU_V2 x 48", [pool(machine="cloud-tpu", accelerator="TPU_V2", accelerator_count=48)],
      "workerPoolSpecs[0].machineSpec.acceleratorCount", "48 is not offered for TPU_V2 on cloud-tpu "
                                                         "(valid: 8, or a multiple of 32)"),
@@ -279,6 +281,26 @@ def test_vtrain_validate_takes_the_tuning_job_body_vtrain_tune_takes(capsys, tmp
         assert (code, out) == (2, "") and err.startswith(f"vtrain: error: {error}")
 
 
+def study_with(*parameters):
+    return {**TUNING_BODY, "studySpec": {**TUNING_BODY["studySpec"], "parameters": list(parameters)}}
+
+
+@pytest.mark.parametrize("parameter, errors", [
+    ({"parameterId": "lr", "doubleValueSpec": {"minValue": "-Infinity", "maxValue": "Infinity"}},
+     ["studySpec.parameters[0].doubleValueSpec.minValue: must be a finite number, not -inf",
+      "studySpec.parameters[0].doubleValueSpec.maxValue: must be a finite number, not inf"]),
+    ({"parameterId": "lr", "doubleValueSpec": {"minValue": "NaN", "maxValue": 1}},
+     ["studySpec.parameters[0].doubleValueSpec.minValue: must be a finite number, not nan"]),
+    ({"parameterId": "lr", "doubleValueSpec": {"minValue": 0, "maxValue": 1, "defaultValue": "Infinity"}},
+     ["studySpec.parameters[0].doubleValueSpec.defaultValue: must be a finite number, not inf"]),
+    ({"parameterId": "units", "discreteValueSpec": {"values": [32, "NaN"]}},
+     ["studySpec.parameters[0].discreteValueSpec.values[1]: must be a finite number, not nan"]),
+], ids=["infinite bounds", "NaN bound", "infinite default", "NaN discrete value"])
+def test_a_study_parameter_takes_only_finite_numbers(capsys, tmp_path, parameter, errors):
+    code, out, err = vtrain_in_process(capsys, "validate", str(write_file(tmp_path / "hp.json", study_with(parameter))))
+    assert (code, out) == (2, "") and err.splitlines() == [f"vtrain: error: {line}" for line in errors]
+
+
 def test_vtrain_validate_missing_file(capsys, tmp_path):
     code, out, err = vtrain_in_process(capsys, "validate", str(tmp_path / "nope.yaml"))
     assert (code, out) == (2, "")
@@ -337,7 +359,10 @@ BAD_SCHEDULING = [
      "runs every pool on the machine configuration of workerPoolSpecs[0] (a2-highgpu-1g with 1 x NVIDIA_TESLA_A100), "
      "not a2-highgpu-2g with 2 x NVIDIA_TESLA_A100"),
     ("FLEX_START with a Reduction Server", [pool(machineSpec=A100), pool(machineSpec=A100), REDUCERS],
-     {"scheduling": FLEX}, "workerPoolSpecs[2].machineSpec", "not n1-highcpu-16 (so no Reduction Server pool)"),
+     {"scheduling": FLEX}, "workerPoolSpecs[2]", "FLEX_START (scheduling.strategy) takes no Reduction Server pool"),
+    ("FLEX_START with a Reduction Server on the workers' machine", [pool(machineSpec=A100), pool(machineSpec=A100),
+                                                                   {**REDUCERS, "machineSpec": A100}],
+     {"scheduling": FLEX}, "workerPoolSpecs[2]", "FLEX_START (scheduling.strategy) takes no Reduction Server pool"),
     ("FLEX_START for 8 days", [pool(machineSpec=A100)], {"scheduling": {**FLEX, "timeout": "691200s"}},
      "scheduling.timeout", "at most 7 days with FLEX_START (this job: 691200s)"),
     ("a wait without FLEX_START", [pool()], {"scheduling": {"strategy": "SPOT", "maxWaitDuration": "3600s"}},

@@ -143,7 +143,7 @@ def test_a_loaded_count_the_catalog_does_not_offer_is_shown_and_reported():
 
 def test_json_preview_is_the_sdk_worker_pool_specs_with_env_values_masked():
     w = PoolConfigurator(spec=four_pools())
-    masked = sensitive.mask_env(w.spec.to_dict("sdk")["worker_pool_specs"])
+    masked = sensitive.mask_job(w.spec.to_dict("sdk")["worker_pool_specs"])
     assert w.preview_json == json.dumps(masked, indent=2)
     choose(w.cards[1], replicas=5)
     assert json.loads(w.preview_json)[1]["replica_count"] == 5
@@ -269,7 +269,7 @@ def test_export_buttons_show_the_cores_exports():
     w = PoolConfigurator(spec=four_pools(), region="europe-west4")
     labels = {kind: button.description for kind, button in w.export_buttons.items()}
     assert labels == {"gcloud": "gcloud command", "sdk": "Python SDK", "yaml": "config.yaml"}
-    masked = JobSpec.load(sensitive.mask_env(w.spec.to_dict("rest")))  # what is shown by default
+    masked = JobSpec.load(sensitive.mask_job(w.spec.to_dict("rest")))  # what is shown by default
     for kind, core in (("gcloud", "gcloud-command"), ("sdk", "sdk-code"), ("yaml", "gcloud-config")):
         w.export_buttons[kind].click()
         text = exports.export(masked, core, "europe-west4")
@@ -454,3 +454,18 @@ def test_a_job_with_scheduling_and_access_round_trips_through_the_configurator()
     assert (controls["reserved_ip_ranges"].value, controls["persistent_resource"].value) == ("r-a", "pr")
     controls["strategy"].value = ""
     assert "strategy" not in w.spec.to_dict("rest")["jobSpec"]["scheduling"]
+
+
+@pytest.mark.parametrize("strategy,instead", [("ON_DEMAND", "STANDARD"), ("LOW_COST", "SPOT")])
+def test_a_job_with_a_deprecated_strategy_round_trips_with_a_notice(strategy, instead):
+    body = {"displayName": "old", "jobSpec": {"workerPoolSpecs": [pool(image=IMAGE)],
+                                              "scheduling": {"strategy": strategy, "timeout": "3600s"}}}
+    w = PoolConfigurator(spec=JobSpec.load(body))
+    assert w.problems == [] and w.spec == JobSpec.load(body)
+    assert f"scheduling.strategy: {strategy} is deprecated; use {instead}" in w.notices
+    assert f"strategy: {strategy}" in w.export("yaml")
+    assert values(w.access_section.controls["strategy"])[1:] == ["STANDARD", "SPOT", "FLEX_START", strategy]
+    w.access_section.controls["strategy"].value = "SPOT"  # the user moves on: only the current ones are offered
+    assert w.spec.spec.scheduling.strategy.name == "SPOT"
+    assert values(w.access_section.controls["strategy"]) == ["", "STANDARD", "SPOT", "FLEX_START"]
+    assert values(PoolConfigurator().access_section.controls["strategy"]) == ["", "STANDARD", "SPOT", "FLEX_START"]

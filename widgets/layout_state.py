@@ -39,7 +39,7 @@ from typing import Any
 
 from jupyter_ext import catalog, cost, packaging, scheduling, validate
 from jupyter_ext.errors import WorkbenchError
-from jupyter_ext.spec import JobSpec, is_empty_pool, message_to_dict, pool_image
+from jupyter_ext.spec import JobSpec, is_empty_pool, is_reduction_server_pool, message_to_dict, pool_image
 
 DEFAULT_NAME = "vertex-training-job"
 DEFAULT_DISK_TYPE = validate.BOOT_DISK_TYPES[0]
@@ -49,11 +49,13 @@ PARAMETER_SERVER, REDUCTION_SERVER = "parameter_server", "reduction_server"
 _MACHINE_KEYS = ("machineType", "acceleratorType", "acceleratorCount", "tpuTopology")
 _CODE_KEYS = ("containerSpec", "pythonPackageSpec")
 # the scheduling.apply() keywords the "Scheduling & access" section edits, and the CustomJobSpec
-# keys they own (taken out of `extra`, so the section's values are the only ones)
+# keys they own (taken out of `extra`, so the section's values are the only ones). `scheduling` stays
+# in `extra`: the section sets every field of it anyway, and scheduling.apply keeps a loaded job's
+# deprecated strategy (ON_DEMAND, LOW_COST) only as that job's own.
 ACCESS_FIELDS = ("strategy", "max_wait", "timeout", "restart", "disable_retries", "service_account", "network",
                  "reserved_ip_ranges", "web_access", "dashboard_access", "tensorboard", "reservation",
                  "persistent_resource")
-_ACCESS_SPEC_KEYS = ("scheduling", "serviceAccount", "network", "reservedIpRanges", "enableWebAccess",
+_ACCESS_SPEC_KEYS = ("serviceAccount", "network", "reservedIpRanges", "enableWebAccess",
                      "enableDashboardAccess", "tensorboard", "persistentResourceId")
 
 
@@ -87,11 +89,6 @@ def update_access(state: dict[str, Any], field: str, value: Any) -> dict[str, An
     return state
 
 
-def is_tpu_machine(name: str) -> bool:
-    machine = catalog.machine(name)
-    return machine is not None and machine.kind == "tpu"
-
-
 def update_pool(state: dict[str, Any], pos: int, field: str, value: Any) -> dict[str, Any]:
     """The state after the user sets one field of pool `pos`, with the pickers that
     depend on it moved to something the catalog offers."""
@@ -108,7 +105,7 @@ def update_pool(state: dict[str, Any], pos: int, field: str, value: Any) -> dict
         topologies = list(machine.tpu_topologies) if machine else []
         if pool["tpu_topology"] not in topologies:
             pool["tpu_topology"] = topologies[0] if topologies else ""
-        if pos == 0 and is_tpu_machine(value):  # TPU jobs run one pool
+        if pos == 0 and catalog.is_tpu_machine(value):  # TPU jobs run one pool
             for other in pools[1:]:
                 other["enabled"] = False
     elif field == "accelerator_type":
@@ -278,7 +275,7 @@ def _pool_state(spec: Any, pos: int, primary_image: str, region: str) -> dict[st
         base["machineSpec"] = kept
     disk = base.get("diskSpec", {})
     image = pool_image(spec)
-    reducer = pos == 2 and catalog.is_reduction_server_image(image)
+    reducer = is_reduction_server_pool(pos, spec)
     default_image = catalog.reduction_server_image(region) if reducer else primary_image
     return {"enabled": True, "replica_count": int(base.pop("replicaCount", 0)),
             "machine_type": ms.get("machineType", ""), "accelerator_type": str(ms.get("acceleratorType", "")),

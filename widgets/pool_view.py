@@ -16,7 +16,7 @@ from typing import Any
 from jupyter_ext import catalog, scheduling, validate
 from jupyter_ext.spec import POOL_ROLES
 
-from .layout_state import PARAMETER_SERVER, REDUCTION_SERVER, is_tpu_machine, reducer_suggestion
+from .layout_state import PARAMETER_SERVER, REDUCTION_SERVER, reducer_suggestion
 
 MODES = (("Parameter servers", PARAMETER_SERVER), ("Reduction Server", REDUCTION_SERVER))
 POOL_TITLES = tuple(role.capitalize() for role in POOL_ROLES)
@@ -104,7 +104,7 @@ def pool_view(state: dict[str, Any], pos: int) -> dict[str, Any]:
     """Everything a pool card shows: values, options, what is disabled or hidden."""
     pool = state["pools"][pos]
     machine = catalog.machine(pool["machine_type"])
-    tpu_job = is_tpu_machine(state["pools"][0]["machine_type"])
+    tpu_job = catalog.is_tpu_machine(state["pools"][0]["machine_type"])
     active = pos == 0 or pool["enabled"]
     reducer = pos == 2 and pool["mode"] == REDUCTION_SERVER
     fixed = machine.fixed_accelerator if machine else None

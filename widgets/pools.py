@@ -4,7 +4,7 @@
 with `layout_state.build_job`, and shows what the core says about that job in the
 chosen region: validation problems and notices, the cost per hour of each pool and the job
 (`cost.estimate`), the SDK's `worker_pool_specs`, the replicas, and three of the core's exports
-(gcloud command, SDK code, config.yaml). The job's env values are shown as *** (`sensitive.mask_env`)
+(gcloud command, SDK code, config.yaml). The job's env values are shown as *** (`sensitive.mask_job`)
 unless the user ticks "Show env values" (the exports then show them). Each `PoolCard` shows
 `pool_view.pool_view`, so the pickers offer only what the catalog offers in the region and say why
 the rest is missing; the `AccessSection` ("Scheduling & access") shows `pool_view.access_view`.
@@ -43,8 +43,8 @@ def _set_options(dropdown: Dropdown, options: list[tuple[str, Any]], value: Any)
 
 
 def _masked(job: JobSpec) -> JobSpec:
-    """The job with its env values *** (sensitive.mask_env), for what the widget shows and saves."""
-    return job.copy(spec=type(job.spec).from_json(json.dumps(sensitive.mask_env(message_to_dict(job.spec)))))
+    """The job with its env values *** (sensitive.mask_job), for what the widget shows and saves."""
+    return job.copy(spec=type(job.spec).from_json(json.dumps(sensitive.mask_job(message_to_dict(job.spec)))))
 
 
 class PoolCard(VBox):
@@ -377,7 +377,7 @@ class PoolConfigurator(_html.StaticRepr, VBox):
         titles = {card.pos: card.pool_view["title"] for card in self.cards}
         self.cost_html.value = _html.cost(self._estimate, titles) if self._estimate else ""
         # saved with the notebook: env values masked (the spec itself keeps them)
-        self._json = json.dumps(sensitive.mask_env(job.to_dict("sdk")["worker_pool_specs"]), indent=2) if job else ""
+        self._json = json.dumps(sensitive.mask_job(job.to_dict("sdk")["worker_pool_specs"]), indent=2) if job else ""
         self.preview.value = _html.pre(self._json, max_height="360px")
         try:
             self.table.value = _html.frame(tables.replica_frame(job)) if job else ""

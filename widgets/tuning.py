@@ -24,7 +24,7 @@ import traitlets
 
 from jupyter_ext import states, tuning
 
-from .logbuffer import PALETTE, error_html, format_elapsed, state_badge
+from .logbuffer import PALETTE, STATE_COLOURS, error_html, format_elapsed, state_badge
 from .monitor import JobMonitor
 
 POLL_EVERY = 1.0
@@ -68,7 +68,7 @@ def table_html(resource: Any) -> str:
         for column, value in zip(frame.columns, row):
             text = _cell(column, value)
             if column == "state":
-                colour = {"SUCCEEDED": "#2e7d32", "FAILED": "#c62828", "RUNNING": "#1565c0"}.get(str(value), "#555")
+                colour = STATE_COLOURS.get(str(value), "#555")
                 text = f'<span style="color:{colour};font-weight:600">{text}</span>'
             cells.append(f'<td style="padding:2px 8px">{text}</td>')
         trial_id = str(row[0])
@@ -92,7 +92,7 @@ def _cell(column: str, value: Any) -> str:
 
 def summary_html(resource: Any) -> str:
     best = tuning.best_trial(resource)
-    done = sum(1 for t in resource.trials if t.state.name in ("SUCCEEDED", "INFEASIBLE"))
+    done = sum(1 for t in resource.trials if tuning.trial_ended(t))
     counts = f"{done}/{resource.max_trial_count} trials done"
     if best is None:
         return f'<span style="opacity:.8">{counts}; no best trial yet</span>'

@@ -124,7 +124,7 @@ class Handle:
 
     def check_replica(self, replica: str | None) -> None:
         """A replica the job does not have is one WorkbenchError naming --replica, not an empty log."""
-        spec = self.resource.job_spec if self.collection is CUSTOM_JOBS else self.resource.trial_job_spec
+        spec = self.collection.spec_of(self.resource)
         if replica and (problem := missing_replica(spec, self.id, replica)):
             raise WorkbenchError(problem)
 
@@ -219,7 +219,15 @@ class TrialHandle:
 
 
 def _entries(reader: LogReader, handle: Handle | TrialHandle, follow: bool) -> Iterator[LogRecord]:
-    return reader.follow(lambda: states.is_final(handle.state)) if follow else iter(reader.poll())
+    return reader.follow(lambda: states.is_final(handle.state)) if follow else _readable(reader)
+
+
+def _readable(reader: LogReader) -> Iterator[LogRecord]:
+    """What is readable now, a few pages at a time: a long log starts printing at once."""
+    while True:
+        yield from reader.poll(pages=reader.pace.pages)
+        if not reader.held:
+            return
 
 
 HANDLES: dict[Collection, type[Handle]] = {CUSTOM_JOBS: Handle, TUNING_JOBS: TuningHandle}

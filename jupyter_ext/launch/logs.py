@@ -3,15 +3,18 @@
 One code path for Cloud Logging and the local service (which serves the same
 `entries:list`). What a follower does, and why:
 
-- one request per poll for all replicas of a job (`log_filter`), every page of
-  what is new;
+- one filter for all replicas of a job (`log_filter`); a poll reads the pages of
+  what is new, each page one request, and a follower's poll at most a few of
+  them (`ReadPace.pages`), so a long backlog leaves the quota to other readers;
 - entries can arrive late and out of order (Cloud Logging ingests with a delay),
-  so each poll starts `overlap` seconds before the newest entry read and drops
+  so each listing starts `overlap` seconds before the newest entry read and drops
   what it has already seen by `insertId` (`LogCursor`);
-- read requests count against a per-project quota (about 60 a minute on Google),
-  shared by every follower of this process (`ReadBudget`); a 429
-  RESOURCE_EXHAUSTED is answered by waiting (the server's Retry-After, else a
-  growing back-off) and reading the same window again, never by starting over;
+- every request counts against a per-project quota (about 60 a minute on Google),
+  shared by every follower of this process (`ReadBudget`: one slot per page); the
+  cursor moves and records are handed out page by page, so a 429
+  RESOURCE_EXHAUSTED on a page keeps the pages before it and is answered by
+  waiting (the server's Retry-After, else a growing back-off) and reading that
+  page again (its page token, the same filter), never by starting over;
 - polling adapts: fast while lines arrive, slower when quiet, never faster than
   the target's floor (several seconds on Google, sub-second locally); a caller
   that polls on its own (the lab panel) asks `next_poll` when to come back;
@@ -31,17 +34,17 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterator
 
+from ..api import LOG_RESOURCE_TYPE, TRIAL_LABEL
 from ..errors import WorkbenchError
 from .target import Session
 
-TRIAL_LABEL = "ml.googleapis.com/trial_id"
 STAMP = "%Y-%m-%dT%H:%M:%S.%fZ"
 EPOCH = "1970-01-01T00:00:00Z"
 
 
 def log_filter(job_id: str, replica: str | None = None, trial: str | int | None = None) -> str:
     """The filter gcloud uses for a job's entries (of one replica, one tuning trial)."""
-    query = f'resource.type="ml_job" AND resource.labels.job_id="{job_id}"'
+    query = f'resource.type="{LOG_RESOURCE_TYPE}" AND resource.labels.job_id="{job_id}"'
     if trial is not None:
         query += f' AND labels."{TRIAL_LABEL}"="{trial}"'
     if replica:
@@ -78,17 +81,22 @@ def stamp_text(moment: datetime) -> str:
 
 class LogCursor:
     """Where a reader stopped: the newest entry's timestamp, and the insertIds read from
-    `overlap` seconds before it on (entries that arrive late into that window are still read once).
+    `overlap` seconds before it on (entries that arrive late into that window are still read once);
+    while a listing goes on over several polls, the window start it was asked for and the token of
+    the page to read next (the next request goes on there, with the same filter).
     The overlap is the reader's (`ReadPace`): the text form holds only the position."""
 
-    def __init__(self, since: str = "", seen: dict[str, str] | None = None, overlap: float = 0.0) -> None:
+    def __init__(self, since: str = "", seen: dict[str, str] | None = None, overlap: float = 0.0,
+                 start: str = "", token: str = "") -> None:
         self.since = since  # RFC 3339 (STAMP), "" before the first entry
         self.seen = dict(seen or {})  # insertId -> its timestamp, within the window
         self.overlap = overlap
+        self.start = start  # the window start of the listing under way; "": none, the next one starts afresh
+        self.token = token  # that listing's next page; "": its first
         self._prune_at = max(4096, 2 * len(self.seen))  # pruning as the window moves costs O(1) per entry
 
     def window_start(self) -> str:
-        """Where the next read starts."""
+        """Where the next listing starts."""
         if not self.since:
             return EPOCH
         if not self.overlap:
@@ -101,11 +109,15 @@ class LogCursor:
         if insert_id in self.seen:
             return False
         self.seen[insert_id] = stamp
-        if stamp > self.since:
-            self.since = stamp
-            if len(self.seen) > self._prune_at:
-                self.prune()
+        self.since = max(self.since, stamp)
         return True
+
+    def turn_page(self, start: str, token: str) -> None:
+        """A page of the listing from `start` was read whole; `token` is the next page's ("": it was the last).
+        A page read in part is not turned: it is read again, and what was read of it is still in `seen`."""
+        self.start, self.token = (start, token) if token else ("", "")
+        if not token or len(self.seen) > self._prune_at:
+            self.prune()
 
     def prune(self) -> None:
         """Forget the entries before the window: a read never goes back that far."""
@@ -115,7 +127,7 @@ class LogCursor:
 
     # ---- opaque text form (the lab panel's cursor) -------------------------------------
     def encode(self) -> str:
-        raw = json.dumps([self.since, self.seen], separators=(",", ":")).encode()
+        raw = json.dumps([self.since, self.seen, self.start, self.token], separators=(",", ":")).encode()
         return base64.urlsafe_b64encode(zlib.compress(raw)).decode().rstrip("=")
 
     @classmethod
@@ -124,18 +136,21 @@ class LogCursor:
         if not text:
             return cls()
         try:
-            since, seen = json.loads(zlib.decompress(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))))
-            if since:
-                datetime.strptime(since, STAMP)
-            if not (isinstance(seen, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in seen.items())):
+            since, seen, start, token = json.loads(zlib.decompress(base64.urlsafe_b64decode(
+                text + "=" * (-len(text) % 4))))
+            for stamp in (since, start):  # `start` goes into the filter: a timestamp and nothing else
+                if stamp and stamp != EPOCH:
+                    datetime.strptime(stamp, STAMP)
+            if not (isinstance(seen, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in seen.items())
+                    and isinstance(token, str)):
                 raise ValueError(text)
         except (ValueError, TypeError, zlib.error):
             raise WorkbenchError("cursor: not a cursor this server gave") from None
-        return cls(since, seen)
+        return cls(since, seen, start=start, token=token)
 
 
 class ReadBudget:
-    """`entries.list` requests this process may send per minute to one project, shared by all
+    """`entries.list` requests (pages) this process may send per minute to one project, shared by all
     its readers. Unknown limits (the local service) start unlimited. A 429 holds every reader
     until the server's Retry-After has passed and halves the rate (other processes read the same
     quota); each quiet minute after that gives a quarter back."""
@@ -212,23 +227,25 @@ class ReadBudget:
 @dataclass(frozen=True)
 class ReadPace:
     """How a reader polls one place: seconds between polls (floor and ceiling), how long a finished
-    job's log must stay quiet, how far each poll looks back, and requests per minute (None: unknown)."""
+    job's log must stay quiet, how far each listing looks back, requests per minute (None: unknown),
+    and the pages one poll of a follower reads at most (so its backlog leaves the quota to others)."""
 
     floor: float
     ceiling: float
     settle: float
     overlap: float
     quota: float | None
+    pages: int
 
     @classmethod
     def of(cls, session: Session) -> ReadPace:
         service = session.local_service()
         if service is None:  # Google's Cloud Logging: ingestion takes seconds, 60 reads a minute per project
-            return cls(floor=5.0, ceiling=30.0, settle=20.0, overlap=30.0, quota=50.0)
+            return cls(floor=5.0, ceiling=30.0, settle=20.0, overlap=30.0, quota=50.0, pages=3)
         options = service.get("options", {})
         lag = float(options.get("ingestion_delay", 0.0)) + float(options.get("ingestion_jitter", 0.0))
         late = lag + 1.0 if lag else 0.0  # an emulated ingestion delay and jitter, plus a second for the clocks
-        return cls(floor=0.5, ceiling=5.0, settle=late, overlap=late, quota=None)
+        return cls(floor=0.5, ceiling=5.0, settle=late, overlap=late, quota=None, pages=10)
 
 
 class Clock:
@@ -245,40 +262,51 @@ class Clock:
 
 
 class LogReader:
-    """Reads a job's entries, poll by poll, from where it stopped (its `cursor`: a position; the
-    overlap is always this reader's pace's, whoever made the cursor)."""
+    """Reads a job's entries, poll by poll and page by page, from where it stopped (its `cursor`: a
+    position; the overlap is always this reader's pace's, whoever made the cursor)."""
 
     def __init__(self, session: Session, query: str, *, with_trial: bool = False,
                  cursor: LogCursor | None = None, page_size: int = 1000, clock: Clock | None = None) -> None:
         self.session, self.query, self.with_trial, self.page_size = session, query, with_trial, page_size
         self.pace = ReadPace.of(session)
-        start = cursor or LogCursor()
-        self.cursor = LogCursor(start.since, start.seen, self.pace.overlap)
+        given = cursor or LogCursor()
+        self.cursor = LogCursor(given.since, given.seen, self.pace.overlap, given.start, given.token)
         self.budget = ReadBudget.of(session)
         self.clock = clock or Clock()
         self.refused = 0  # 429s in a row
-        self.held = False  # the last poll read nothing: the quota holds readers back
+        self.held = False  # the last poll stopped before the end of what is readable: read again
 
-    def poll(self, stop: threading.Event | None = None, limit: int | None = None,
-             wait: bool = True) -> list[LogRecord]:
-        """Every entry now readable after the cursor (each page is one request), or the first
-        `limit`. A 429 makes it wait and read the same window again (`stop` ends the wait); with
-        `wait=False` it returns nothing at once instead, and `held` says so."""
+    def poll(self, stop: threading.Event | None = None, limit: int | None = None, wait: bool = True,
+             pages: int | None = None) -> list[LogRecord]:
+        """Entries now readable after the cursor: up to `limit` of them and `pages` pages (None: to
+        the end). Each page is one request, takes one slot of the read budget and moves the cursor.
+        A 429 keeps the pages read before it; the refused page is read again when the budget allows.
+        The poll waits for that (and for any slot; `stop` ends the wait) while it has nothing to hand
+        out, or always when asked to read to the end; else it returns what it has, and so does
+        `wait=False` at once. `held` says whether it stopped short of the end."""
         from google.api_core.exceptions import TooManyRequests
 
-        stop = stop if wait else _NO_WAIT
-        while True:
-            self.held = not self.budget.acquire(stop)
-            if self.held:
-                return []
-            try:
-                records = self.session.logging(lambda client: self._read(client, limit))
-                self.refused = 0
+        size = min(self.page_size, limit or self.page_size)  # the same for every page of a listing
+        records: list[LogRecord] = []
+        read = 0
+        while limit is None or len(records) < limit:
+            patient = wait and (pages is None or not records)
+            if read == pages or not self.budget.acquire(stop if patient else _NO_WAIT):
+                self.held = True
                 return records
+            wanted = None if limit is None else limit - len(records)
+            try:
+                records += self.session.logging(lambda client: self._page(client, size, wanted))
             except TooManyRequests as exc:
                 # the server's Retry-After once; a second refusal in a row waits a whole quota minute
                 self.refused += 1
                 self.budget.throttled(60.0 if self.refused > 1 else _retry_after(exc) or 2.0)
+                continue
+            self.refused, read = 0, read + 1
+            if not self.cursor.start:  # the listing's last page
+                break
+        self.held = False
+        return records
 
     def next_poll(self) -> float:
         """Seconds until the next poll of a caller that polls on its own: the pace's floor, or
@@ -289,41 +317,51 @@ class LogReader:
         """A job that ended at `end_time` has had time for its last entries to be ingested."""
         return end_time is not None and (datetime.now(timezone.utc) - end_time).total_seconds() >= self.pace.settle
 
-    def _read(self, client: Any, limit: int | None) -> list[LogRecord]:
-        from google.cloud import logging as cloud_logging
+    def _page(self, client: Any, size: int, wanted: int | None) -> list[LogRecord]:
+        """One `entries.list` request: the next page of the listing under way, or the first page of
+        one from the window's start. The cursor moves past the page, or, once `wanted` entries came
+        from it, stays on it (what is left of it is read next time)."""
+        from google.cloud.logging_v2._helpers import entry_from_resource  # the client's own parsing
 
-        cursor = LogCursor(self.cursor.since, self.cursor.seen, self.cursor.overlap)  # committed once all pages came
-        query = f'{self.query} AND timestamp>="{cursor.window_start()}"'
+        cursor = self.cursor
+        start = cursor.start or cursor.window_start()
+        body: dict[str, Any] = {"resourceNames": [f"projects/{self.session.target.project}"],
+                                "filter": f'{self.query} AND timestamp>="{start}"', "orderBy": "timestamp asc",
+                                "pageSize": size}
+        if cursor.token:
+            body["pageToken"] = cursor.token
+        # the client's list_entries hides the page tokens: the same POST, one page of it
+        page = client.logging_api.api_request(method="POST", path="/entries:list", data=body)
         records: list[LogRecord] = []
-        for entry in client.list_entries(resource_names=[f"projects/{self.session.target.project}"], filter_=query,
-                                         order_by=cloud_logging.ASCENDING,
-                                         page_size=min(self.page_size, limit or self.page_size)):
-            if len(records) == limit:
-                break
+        loggers: dict[str, Any] = {}
+        for resource in page.get("entries", ()):
+            if len(records) == wanted:
+                cursor.start = start
+                return records
+            entry = entry_from_resource(resource, client, loggers)
             if cursor.admit(stamp_text(entry.timestamp), entry.insert_id):
                 records.append(to_record(entry, self.with_trial))
-        cursor.prune()
-        self.cursor = cursor
+        cursor.turn_page(start, page.get("nextPageToken", ""))
         return records
 
     def follow(self, is_final: Callable[[], bool], stop: threading.Event | None = None) -> Iterator[LogRecord]:
         """Entries as they come, until the job is final and its log has been quiet for the
-        session's settle time (or `stop` is set)."""
+        session's settle time (or `stop` is set). A backlog is read a few pages a poll."""
         floor, ceiling, settle = self.pace.floor, self.pace.ceiling, self.pace.settle
         delay, final_since = floor, None
         while stop is None or not stop.is_set():
             final = is_final()
-            records = self.poll(stop)
+            records = self.poll(stop, pages=self.pace.pages)
             yield from records
             now = self.clock.monotonic()
             if records:
                 final_since = now if final else None
                 delay = floor
-            else:
-                delay = min(ceiling, delay * 1.5)
+            else:  # quiet; but a poll that stopped short (the rest of a window read again) cannot end it
+                delay = floor if self.held else min(ceiling, delay * 1.5)
                 if final and final_since is None:
                     final_since = now
-            if final_since is not None and now - final_since >= settle:
+            if final_since is not None and not self.held and now - final_since >= settle:
                 return
             self.clock.wait(delay, stop)
 

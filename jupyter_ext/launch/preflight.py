@@ -103,7 +103,7 @@ def problems(job: JobSpec, target: Target) -> Iterator[str]:
                 yield (f"{where}.pythonPackageSpec.executorImageUri: {spec.executor_image_uri!r} is not one of "
                        "Vertex AI's prebuilt training images (e.g. --base-image tf gives "
                        "us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-17.py310:latest); for your own image, "
-                       "use a containerSpec")
+                       "use --image (the magic) or a containerSpec")
             for n, uri in enumerate(spec.package_uris):
                 at = f"{where}.pythonPackageSpec.packageUris[{n}]"
                 if not is_local(uri):
@@ -129,7 +129,7 @@ def _image_problem(image: str) -> str | None:
     `tensorflow/tensorflow` as Docker Hub's: this machine's own builds look the same
     (`trainer:1`, `vtrain/trainer`, `me/trainer`), and a job sent with one fails only after
     Vertex AI has set up its machines. `docker.io/NAME` says Docker Hub, which Vertex AI pulls
-    from (vertex-facts.md, "Images from Docker Hub")."""
+    from (data/SOURCES.md, "Images from Docker Hub")."""
     host = image.split("/", 1)[0]
     if "/" not in image or not ("." in host or ":" in host or host == "localhost"):
         hub = f"docker.io/{image}" if "/" in image else f"docker.io/library/{image}"

@@ -17,7 +17,7 @@ def job_row(job: Any, local: bool, now: datetime | None = None, collection: Coll
     now = now or datetime.now(timezone.utc)
     _, project, _, region, _, job_id = job.name.split("/")
     start, end = job.start_time, job.end_time
-    spec = job.job_spec if hasattr(job, "job_spec") else job.trial_job_spec
+    spec = collection.spec_of(job)
     return {
         "id": job_id,
         "name": job.name,

@@ -68,8 +68,9 @@ class Target:
         if not project:
             raise WorkbenchError("--project: Vertex AI needs a Google Cloud project (the flag, aiplatform.init"
                                  "(project=...), or $GOOGLE_CLOUD_PROJECT)")
-        token_file = access_token_file or os.environ.get("CLOUDSDK_AUTH_ACCESS_TOKEN_FILE")
-        credentials = _token_credentials(token_file) if token_file else init.get("credentials")
+        credentials = _token_credentials(access_token_file) if access_token_file else init.get("credentials")
+        if credentials is None and os.environ.get("CLOUDSDK_AUTH_ACCESS_TOKEN_FILE"):
+            credentials = _token_credentials(os.environ["CLOUDSDK_AUTH_ACCESS_TOKEN_FILE"])
         endpoint = endpoint or init.get("api_endpoint") or os.environ.get(ENDPOINT_VARIABLE, "")
         return cls(project, resolve_region(region), staging_bucket or init.get("staging_bucket") or "", local=False,
                    endpoint=_client_endpoint(endpoint), credentials=credentials,

@@ -12,6 +12,7 @@ from google.cloud.aiplatform_v1 import types as v1
 from ..cluster import Replica
 from ..environment import Runtime
 from ..errors import UnknownBackendError
+from ..names import DEFAULT_BACKEND
 from ..spec import JobSpec
 
 # Called by a backend with a chunk of a replica's output: (stream, data).
@@ -60,7 +61,6 @@ class Backend(Protocol):
 
 
 BACKEND_LABEL = "vtrain-backend"  # a job label that picks the local backend; absent: DEFAULT_BACKEND
-DEFAULT_BACKEND = "process"
 
 _registry: dict[str, Callable[[], Backend]] = {}
 _entry_points_read = False
@@ -73,6 +73,16 @@ def register(name: str, factory: Callable[[], Backend]) -> None:
 def get_backend(name: str) -> Backend:
     """A new backend by name; plug-ins come from the `jupyter_ext.backends` entry point group."""
     return _factory(name)()
+
+
+def service_backend(name: str, folder: Path, runtime: Runtime) -> Backend:
+    """A backend for a job (or trial) the local service runs: the submitter's folder is unknown
+    there, so replicas start in `folder`; process replicas run with the submitting client's Python."""
+    backend = get_backend(name)
+    backend.cwd = folder
+    if backend.runtime is not None:
+        backend.runtime = runtime
+    return backend
 
 
 def _factory(name: str) -> Callable[[], Backend]:

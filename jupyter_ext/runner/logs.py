@@ -23,7 +23,7 @@ import re
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Iterator, NamedTuple
+from typing import Callable, NamedTuple
 
 from .. import paths
 
@@ -159,15 +159,7 @@ def _say(text: str) -> None:
 _LINE = re.compile(r"(\S+) (stdout|stderr) (.*)")
 
 
-def read_log(path: Path, offset: int = 0) -> Iterator[tuple[int, LogLine]]:
-    """Lines of a replica log from a byte offset, each with the offset after it.
-    A last line still being written (no newline yet) is left for the next read."""
-    with open(path, "rb") as f:
-        f.seek(offset)
-        for raw in f:
-            if not raw.endswith(b"\n"):
-                return
-            offset += len(raw)
-            m = _LINE.fullmatch(raw[:-1].decode("utf-8", "replace"))
-            if m:
-                yield offset, LogLine(*m.groups())
+def parse_line(raw: bytes) -> LogLine | None:
+    """A whole line of a replica log (with its newline) as written here, else None."""
+    m = _LINE.fullmatch(raw[:-1].decode("utf-8", "replace"))
+    return LogLine(*m.groups()) if m else None

@@ -80,11 +80,8 @@ def runner_alive(key: str) -> bool:
     namespace, pid, start = parts[0], int(parts[1]), parts[2]
     if namespace != _pid_namespace():
         return True
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return False
-    return fields[0] != "Z" and fields[19] == start  # a zombie has exited; field 22 of stat: start time
+    found = _stat(pid)
+    return found is not None and found[1].state != "Z" and str(found[1].start) == start  # a zombie has exited
 
 
 def _pid_namespace() -> str:

@@ -14,7 +14,7 @@ from google.cloud.aiplatform_v1 import types as v1
 from .. import failure, limits, states, validate
 from ..api import CUSTOM_JOBS
 from ..environment import Runtime
-from ..runner import Supervisor, get_backend
+from ..runner import Supervisor, service_backend
 from ..spec import JobSpec
 from .resources import CANCELLED, DEADLINE_EXCEEDED, INVALID_ARGUMENT, ResourceManager
 from .store import StoredJob
@@ -31,10 +31,7 @@ class JobManager(ResourceManager):
         return limits.job_replicas(resource.job_spec.worker_pool_specs)
 
     def start_run(self, stored: StoredJob, checked: JobSpec, runtime: Runtime) -> _JobRun:
-        backend = get_backend(stored.backend)
-        backend.cwd = stored.job_dir  # the submitter's folder is unknown here: replicas start in the job's
-        if backend.runtime is not None:
-            backend.runtime = runtime
+        backend = service_backend(stored.backend, stored.job_dir, runtime)
         return _JobRun(self, stored, Supervisor(checked, backend=backend, job_dir=stored.job_dir, job_id=stored.id,
                                                 on_state=lambda state: self._on_state(stored, state)))
 

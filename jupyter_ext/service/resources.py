@@ -15,12 +15,14 @@ A state change the store cannot save (an SQLite error: disk full, I/O error)
 fails the job at once: its replicas are stopped, the reason is written next to
 its files (UNSAVED_FILE) and the service answers the job as FAILED from memory;
 the next start reconciles the store from that file. Deleting a job deletes its
-folder too: its logs, and its outputs when it had no base output directory.
+folder too (its logs, and its outputs when it had no base output directory), first:
+a folder that cannot be removed whole answers 400 FAILED_PRECONDITION naming what
+is left, and the job stays listed, so the user can fix it and delete it again
+(deleting the job first would leave files nothing lists, gc included).
 """
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
 import threading
 from dataclasses import dataclass
@@ -126,7 +128,7 @@ class ResourceManager:
             run = self.start_run(stored, checked, runtime or Runtime.here())  # may add to the resource (labels)
             self.store.add(stored)
         except (OSError, sqlite3.Error) as exc:
-            shutil.rmtree(stored.job_dir, ignore_errors=True)  # made for this job just now
+            paths.remove_tree(stored.job_dir)  # made for this job just now
             raise ServiceError(503, "UNAVAILABLE", f"the local service could not create the job: "
                                                    f"{type(exc).__name__}: {exc}") from None
         created = type(resource).deserialize(type(resource).serialize(r))  # the run's thread changes the original
@@ -166,12 +168,15 @@ class ResourceManager:
         if not states.is_final(stored.state):
             raise ServiceError(400, "FAILED_PRECONDITION",
                                f"{self.collection.kind} {job_id} is {stored.state.name}; cancel it first")
+        job_dir = stored.job_dir.resolve()
+        if job_dir.parent == self.jobs_root.resolve() and job_dir.name == job_id:  # never anything else
+            if problem := paths.remove_tree(job_dir):
+                raise ServiceError(400, "FAILED_PRECONDITION",
+                                   f"{self.collection.kind} {job_id} was not deleted: its folder {job_dir} could not "
+                                   f"be removed whole ({problem}); remove what is left and delete it again")
         self.store.delete(job_id)
         with self._lock:
             self._unsaved.pop(job_id, None)
-        job_dir = stored.job_dir.resolve()
-        if job_dir.parent == self.jobs_root.resolve() and job_dir.name == job_id:  # never anything else
-            shutil.rmtree(job_dir, ignore_errors=True)
 
     # ---- lifecycle -----------------------------------------------------------------------
     def recover(self) -> list[str]:
@@ -258,7 +263,7 @@ class ResourceManager:
         if first:
             self.on_note(f"{self.collection.kind} {stored.id}: {reason}")
             try:
-                (stored.job_dir / UNSAVED_FILE).write_text(reason + "\n")
+                paths.write_private(stored.job_dir / UNSAVED_FILE, reason + "\n")
             except OSError:
                 pass  # the next start then says the service stopped while the job ran
         if active is not None:

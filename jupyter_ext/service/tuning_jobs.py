@@ -47,7 +47,7 @@ from .. import limits, paths, tuning, validate
 from ..api import TUNING_JOBS
 from ..environment import Runtime
 from ..failure import trials_failed
-from ..runner import JobResult, Supervisor, get_backend
+from ..runner import JobResult, Supervisor, service_backend
 from ..spec import JobSpec
 from .resources import CANCELLED, INVALID_ARGUMENT, SERVICE_STOPPED, ResourceManager, stop_leftovers
 from .store import StoredJob
@@ -84,7 +84,7 @@ class TuningManager(ResourceManager):
         stop_leftovers(stored.backend, stored.id, *(f"{stored.id}-{t.id}" for t in stored.resource.trials))
         now = _now()
         for trial in stored.resource.trials:
-            if trial.state not in (TrialState.SUCCEEDED, TrialState.INFEASIBLE):
+            if not tuning.trial_ended(trial):
                 trial.state, trial.end_time = TrialState.INFEASIBLE, now
                 trial.infeasible_reason = SERVICE_STOPPED
 
@@ -172,9 +172,10 @@ class _Study:
                     succeeded += 1
                 elif failure is not None:
                     failures.append((trial_id, failure))
-                    if stop is None and limit and len(failures) > limit:
+                    if stop is None and limit and len(failures) >= limit:  # "need to be seen before failing"
                         stop = ("JOB_STATE_FAILED", INVALID_ARGUMENT, trials_failed(
-                            f"{len(failures)} trials failed, more than maxFailedTrialCount {limit}", trial_id, failure))
+                            f"{len(failures)} trials failed, as many as maxFailedTrialCount {limit} allows",
+                            trial_id, failure))
                         for trial in self._trials.values():
                             trial.supervisor.cancel(tuning.stop_reason(
                                 f"the tuning job failed ({len(failures)} trials failed)"))
@@ -192,10 +193,7 @@ class _Study:
         paths.make_dir(trial_dir / "metrics")
         job = tuning.trial_job(self.base, params, trial_id)
         job.spec.base_output_directory.output_uri_prefix = self.output_base
-        backend = get_backend(stored.backend)
-        backend.cwd = trial_dir  # the submitter's folder is unknown here: replicas start in the trial's
-        if backend.runtime is not None:
-            backend.runtime = self.runtime
+        backend = service_backend(stored.backend, trial_dir, self.runtime)
         own_network = backend.address_style == "docker"
 
         def extra_env(replica: Any) -> dict[str, str]:

@@ -21,9 +21,10 @@ manager, the CLI, the magic and the widget use them as `tuning.<name>`.
   one line per problem naming the field, e.g.
   `studySpec.parameters[1].doubleValueSpec.minValue: must be below maxValue`;
   the trial job is checked with the same rules as any CustomJob.
-- `maxFailedTrialCount` (the workbench's reading of the field): the job fails
-  once more trials have failed than the count allows; 0 ("Vertex AI decides")
-  sets no limit, and the job fails only when no trial succeeded.
+- `maxFailedTrialCount`: "the number of failed Trials that need to be seen
+  before failing" the job, so the job fails at the N-th failed trial; 0
+  ("Vertex AI decides") sets no limit locally, and the job fails only when no
+  trial succeeded.
 """
 
 from .metrics import (
@@ -59,8 +60,8 @@ from .params import (
     to_legacy_hyperparameters,
 )
 from .search import BAYESIAN_NOTICE, notices, search_name, suggestions
-from .trials import (format_value, metric_name, parameters_of, stop_reason, trial_args, trial_base_job, trial_job,
-                     trial_job_state, trial_parameters, trial_state_label)
+from .trials import (format_value, metric_name, parameters_of, stop_reason, trial_args, trial_base_job, trial_ended,
+                     trial_job, trial_job_state, trial_parameters, trial_state_label)
 
 __all__ = [
     "ALGORITHMS", "BAYESIAN_NOTICE", "DEFAULT_METRIC_FILE", "DEFAULT_METRIC_TAG", "KINDS", "METRIC_FILE_ENV",
@@ -69,5 +70,5 @@ __all__ = [
     "metric_name", "metric_value", "notices",
     "parameters_of", "parse_algorithm", "parse_metrics", "parse_parameters", "parse_reports", "read_reports",
     "search_name", "stop_reason", "study_spec", "suggestions", "summary", "trial_args", "trial_base_job",
-    "to_legacy_hyperparameters", "trial_job", "trial_job_state", "trial_parameters", "trial_state_label",
+    "to_legacy_hyperparameters", "trial_ended", "trial_job", "trial_job_state", "trial_parameters", "trial_state_label",
 ]

@@ -13,8 +13,8 @@ from typing import Any
 
 from google.cloud.aiplatform_v1 import types as v1
 
-from .. import catalog, states
-from ..spec import JobSpec, is_empty_pool, pool_image
+from .. import states
+from ..spec import JobSpec
 from ..validate import MAX_NAME
 from .params import plain_number
 
@@ -27,16 +27,13 @@ def trial_base_job(resource: v1.HyperparameterTuningJob) -> JobSpec:
 
 def trial_job(base: JobSpec, params: dict[str, Any], trial_id: str | int) -> JobSpec:
     """The trial's job: every pool (not a Reduction Server) gets the parameters as arguments."""
-    spec = v1.CustomJobSpec(base.spec)
+    suffix = f"-trial-{trial_id}"
+    job = base.copy(display_name=base.display_name[:MAX_NAME - len(suffix)] + suffix, tuning=None)
     args = trial_args(params)
-    for pos, pool in enumerate(spec.worker_pool_specs):
-        if is_empty_pool(pool) or (pos == 2 and catalog.is_reduction_server_image(pool_image(pool))):
-            continue
+    for _, pool in job.training_pools():
         target = pool.container_spec.args if "container_spec" in pool else pool.python_package_spec.args
         target.extend(args)
-    suffix = f"-trial-{trial_id}"
-    name = base.display_name[:MAX_NAME - len(suffix)] + suffix
-    return base.copy(display_name=name, spec=spec, tuning=None)
+    return job
 
 
 def trial_args(params: dict[str, Any]) -> list[str]:
@@ -68,6 +65,11 @@ _STOPPED = ("cancelled", "stopped: ")  # how the reasons of trials the tuning jo
 def stop_reason(why: str) -> str:
     """The infeasible reason of a trial stopped by its tuning job (a cancel's own reason is kept)."""
     return why if why.startswith(_STOPPED) else f"stopped: {why}"
+
+
+def trial_ended(trial: v1.Trial) -> bool:
+    """The trial will not change: it SUCCEEDED or is INFEASIBLE (failed, or stopped by its tuning job)."""
+    return trial.state in (v1.Trial.State.SUCCEEDED, v1.Trial.State.INFEASIBLE)
 
 
 def trial_job_state(trial: v1.Trial | None, resource: v1.HyperparameterTuningJob) -> str:

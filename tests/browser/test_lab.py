@@ -218,6 +218,11 @@ def test_cancel_from_the_monitor_of_a_waiting_cell(page: Any, lab: Any, shot: An
     waiting.locator(".jp-OutputArea .lm-TabBar-tab", has_text="workerpool1-1").click()
     # a replica's tab shows its own lines, without the replica's name before each
     expect(shown.filter(has_not_text="[workerpool")).to_have_count(1, timeout=1_000)
+    # and the inspector: the replica picked is the one whose CLUSTER_SPEC the kernel draws
+    waiting.locator(".jp-OutputArea .jupyter-widget-Collapse-header", has_text="TF_CONFIG and CLUSTER_SPEC").click()
+    waiting.locator(".jp-OutputArea .widget-dropdown select").select_option("workerpool1-1")
+    expect(waiting.locator(".jp-OutputArea", has_text="CLUSTER_SPEC of workerpool1-1").first).to_be_visible(
+        timeout=1_000)
     shot("waiting")
     cancel.click()
     clicked = datetime.now(timezone.utc)

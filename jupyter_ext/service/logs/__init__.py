@@ -13,10 +13,12 @@ String comparisons are case-insensitive; `timestamp` compares as time,
 `severity` by level. A filter, order or page token the service cannot use
 raises `jupyter_ext.errors.FilterError`.
 
-Listing reads only the files a filter pins (job ID, task name, trial) and only
-the time range it implies (a binary search in each time-ordered file), streams
-ascending pages with heapq.merge, and keeps a page plus one entry for
-descending ones.
+Listing reads only the replicas' own log files (named after a task; regular
+files, a line at most MAX_RAW bytes at a time: `files`), only those a filter pins
+(job ID, task name, trial) and only the time range it implies (a binary search
+in each time-ordered file); it merges them with heapq.merge, read forwards for
+ascending pages and backwards for descending ones, and ends a page after
+PAGE_SECONDS with what it found and a token to go on.
 """
 
 from .entries import line_to_entry

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ...api import LOG_RESOURCE_TYPE, TASK_LABEL, TRIAL_LABEL
 from ...runner.logs import LogLine
 from .query import SEVERITIES, Entry
 
@@ -46,12 +47,12 @@ def line_to_entry(job_id: str, project: str, task_name: str, offset: int, line: 
                   trial: str | None = None) -> Entry:
     """A LogEntry as Vertex AI writes a replica's output line. `offset` is the line's end in its file:
     insertId `<task>[-<trial>]-<offset, 12 digits>` sorts like the entries of one timestamp."""
-    labels = {"ml.googleapis.com/task_name": task_name}
+    labels = {TASK_LABEL: task_name}
     if trial is not None:
-        labels["ml.googleapis.com/trial_id"] = trial
+        labels[TRIAL_LABEL] = trial
     entry: Entry = {
         "logName": f"projects/{project}/logs/ml.googleapis.com%2F{job_id}",
-        "resource": {"type": "ml_job", "labels": {"job_id": job_id, "task_name": task_name, "project_id": project}},
+        "resource": {"type": LOG_RESOURCE_TYPE, "labels": {"job_id": job_id, "task_name": task_name, "project_id": project}},
         "timestamp": line.timestamp,
         "receiveTimestamp": line.timestamp,
         "severity": "ERROR" if line.stream == "stderr" else "INFO",

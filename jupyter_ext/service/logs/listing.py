@@ -1,38 +1,50 @@
 """`entries.list` over replica log files: pick the files a filter pins, seek to its time range,
-merge and page them in timestamp order, and issue page tokens.
+merge and page them in timestamp order (reading backwards for a descending one), and issue page tokens.
 
 A page ends at `pageSize` entries or at about MAX_PAGE_BYTES of them (Cloud Logging's limit for
 one `entries.write` request), whichever comes first, with a nextPageToken as Google's paging
-allows: 1000 entries of 256 KB each would otherwise hold 256 MB in the service per page."""
+allows: 1000 entries of 256 KB each would otherwise hold 256 MB in the service per page. It also
+ends after PAGE_SECONDS of reading, with the entries found so far and a token to go on from the
+next line, as Cloud Logging returns partial pages (even empty ones): so a heavy filter over a long
+log holds one of the service's few log threads only that long at a time."""
 
 from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import functools
 import heapq
 import json
+import os
+import re
 import time
 from operator import itemgetter
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import BinaryIO, Callable, Iterable, Iterator
 
+from ...api import TASK_LABEL, TRIAL_LABEL
 from ...errors import FilterError
-from ...runner.logs import LogLine, read_log
+from ...runner.logs import LogLine, parse_line
 from .entries import line_to_entry
-from .query import Entry, Node, nanos, parse_tree, pins, predicate, shown, time_bound
+from .files import lines_after, lines_before, open_log, read_log, seek_time
+from .query import Node, nanos, parse_tree, pins, predicate, shown, time_bound
 
 DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE = 50, 1000
 MAX_PAGE_BYTES = 10 * 1024 * 1024  # of entries' text in one page (always at least one entry)
+PAGE_SECONDS = 2.0  # of reading for one page (then a partial page; one line's filter may take longer)
 YIELD_EVERY = 1024  # lines read between giving up the GIL to other threads
+NEWEST = 2**63 - 1  # a timestamp after any other (ns)
+TASK_LOG = re.compile(r"workerpool\d+-\d+\.log")  # a replica's log: its task name (cluster.task_names)
 ENTRY_BYTES = 500  # an entry's fields besides its text, roughly, as JSON
 JOB_FIELDS = ("resource.labels.job_id",)
-TASK_FIELDS = ("resource.labels.task_name", "labels.task_name", 'labels."ml.googleapis.com/task_name"')
-TRIAL_FIELDS = ('labels."ml.googleapis.com/trial_id"', "labels.trial_id")
+TASK_FIELDS = ("resource.labels.task_name", "labels.task_name", f'labels."{TASK_LABEL}"')
+TRIAL_FIELDS = (f'labels."{TRIAL_LABEL}"', "labels.trial_id")
 
 Source = tuple[str, str, str | None, str, Path]  # job_id, project, trial, task_name, path
-Key = tuple[int, str, str, str, int]  # timestamp ns, task_name, job_id, trial, offset: total and stable
+# timestamp ns, task_name, job_id, trial, offset: total and stable. What is not a log line (None) has the
+# timestamp of the line read before it, so the keys of a file still go one way and a page can end there.
+Key = tuple[int, str, str, str, int]
+Item = tuple[Key, Source, LogLine | None]
 Visible = Callable[[int, str], bool]  # whether an entry (timestamp ns, identity) is ingested yet (see `emulation`)
 
 
@@ -58,7 +70,7 @@ def _files(sources: Iterable[tuple[str, str, Path, str | None]], tree: Node) -> 
     for job_id, project, job_dir, trial in sources:
         if (jobs is None or job_id.casefold() in jobs) and (trials is None or (trial or "").casefold() in trials):
             files += [(job_id, project, trial, path.stem, path) for path in sorted(Path(job_dir).glob("logs/*.log"))
-                      if tasks is None or path.stem.casefold() in tasks]
+                      if TASK_LOG.fullmatch(path.name) and (tasks is None or path.stem.casefold() in tasks)]
     return files
 
 
@@ -89,50 +101,69 @@ def _fid(source: Source) -> str:
 
 
 def _seek(path: Path, floor: int) -> int:
-    """The start of the first line stamped at or after `floor` (lines are in time order): a binary search."""
-    with open(path, "rb") as f:
-        def start_at(pos: int) -> int:
-            if pos:
-                f.seek(pos - 1)
-                f.readline()
-            return f.tell() if pos else 0
-
-        def reached(start: int) -> bool:
-            f.seek(start)
-            raw = f.readline()
-            stamp = nanos(raw.split(b" ", 1)[0].decode("ascii", "replace")) if raw.endswith(b"\n") else None
-            return stamp is None or stamp >= floor
-
-        lo, hi = 0, f.seek(0, 2)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if reached(start_at(mid)):
-                hi = mid
-            else:
-                lo = mid + 1
-        return start_at(lo)
+    """The start of the first line stamped at or after `floor` (see `files.seek_time`)."""
+    f = open_log(path)
+    if f is None:
+        return 0
+    with f:
+        return seek_time(f, floor)
 
 
 def _read(source: Source, start: int, floor: int | None, ceiling: int | None,
-          visible: Visible | None = None) -> Iterator[tuple[Key, Source, LogLine]]:
-    """One file's lines from `start` within the time bounds; nothing if the file does not exist (yet)."""
+          visible: Visible | None = None) -> Iterator[Item]:
+    """One file's lines from `start` within the time bounds, oldest first; nothing if the file does not exist (yet)."""
     job_id, _, trial, task, path = source
-    try:
-        if floor is not None:
-            start = max(start, _seek(path, floor))
-        for count, (offset, line) in enumerate(read_log(path, start), 1):
-            if count % YIELD_EVERY == 0:
-                time.sleep(0)  # let the event loop and quick requests take the GIL (bench_service: p99 ~1 s -> ~90 ms)
-            stamp = _line_nanos(line.timestamp)
-            if stamp is None:
-                continue
-            if ceiling is not None and stamp > ceiling:
+    if floor is not None:
+        start = max(start, _seek(path, floor))
+    stamp = floor or 0
+    for offset, line in read_log(path, start):
+        at = None if line is None else _line_nanos(line.timestamp)
+        if at is not None:
+            if ceiling is not None and at > ceiling:
                 return
-            if visible is not None and not visible(stamp, f"{_fid(source)}/{offset}"):
+            if visible is not None and not visible(at, f"{_fid(source)}/{offset}"):
                 return  # not ingested yet, nor what the replica wrote after it: its entries arrive in order
-            yield (stamp, task, job_id, trial or "", offset), source, line
-    except FileNotFoundError:
+            stamp = at
+        yield (stamp, task, job_id, trial or "", offset), source, None if at is None else line
+
+
+def _read_back(source: Source, before: Key | None, floor: int | None, ceiling: int | None,
+               visible: Visible | None = None) -> Iterator[Item]:
+    """One file's lines older than `before` within the time bounds, newest first."""
+    job_id, _, trial, task, path = source
+    f = open_log(path)
+    if f is None:
         return
+    with f:
+        top = min((t for t in (ceiling, before and before[0]) if t is not None), default=None)
+        if before is not None and tuple(before[1:4]) == (task, job_id, trial or ""):
+            end = before[4]  # where the last page stopped in this file
+        else:
+            end = f.seek(0, os.SEEK_END) if top is None else seek_time(f, top + 1, unstamped_after=False)
+        if visible is not None:
+            end = min(end, _ingested(f, source, 0 if floor is None else seek_time(f, floor), ceiling, visible))
+        stamp = NEWEST if top is None else top
+        for offset, raw in lines_before(f, end):
+            line = None if raw is None else parse_line(raw)
+            at = None if line is None else _line_nanos(line.timestamp)
+            if at is not None:
+                if floor is not None and at < floor:
+                    return
+                stamp = at
+            key = (stamp, task, job_id, trial or "", offset)
+            if (ceiling is None or stamp <= ceiling) and (before is None or key < before):
+                yield key, source, None if at is None else line
+
+
+def _ingested(f: BinaryIO, source: Source, start: int, ceiling: int | None, visible: Visible) -> int:
+    """Where the lines from `start` that are not ingested yet begin (`_read` stops there), else their end."""
+    for end, raw in lines_after(f, start):
+        line = None if raw is None else parse_line(raw)
+        at = None if line is None else _line_nanos(line.timestamp)
+        if at is not None and ((ceiling is not None and at > ceiling) or not visible(at, f"{_fid(source)}/{end}")):
+            break
+        start = end
+    return start
 
 
 def _order(order_by: str | None) -> bool:
@@ -170,13 +201,14 @@ _PROBE = LogLine("1970-01-01T00:00:00.000000Z", "stdout", "")
 
 def list_entries(sources: Iterable[tuple[str, str, Path, str | None]], *, filter_text: str = "",
                  order_by: str = "timestamp asc", page_size: int = DEFAULT_PAGE_SIZE,
-                 page_token: str = "", visible: Visible | None = None) -> dict:
+                 page_token: str = "", visible: Visible | None = None, seconds: float = PAGE_SECONDS) -> dict:
     """One page of `entries.list`: `{"entries": [...], "nextPageToken": ...}` (no token on the last page).
-    `visible`: whether an entry is ingested yet (see `emulation`).
+    `visible`: whether an entry is ingested yet (see `emulation`); `seconds`: the page's time budget
+    (at least one line is read).
 
-    `sources` are `(job_id, project, job_dir, trial)`. Ascending pages stream the files through
-    heapq.merge and their token holds, per file, the offset to continue from; descending pages keep the
-    newest entries that make a page, plus one, and their token holds the key of the last one returned.
+    `sources` are `(job_id, project, job_dir, trial)`. The files are merged through heapq.merge, each
+    read forwards (ascending) or backwards (descending). An ascending token holds, per file, the offset
+    to continue from; a descending one the key of the last line read.
     """
     descending = _order(order_by)
     size = int(page_size or 0)
@@ -187,42 +219,40 @@ def list_entries(sources: Iterable[tuple[str, str, Path, str | None]], *, filter
     state = _decode(page_token, descending)
     files = [f for f in _files(sources, tree) if file_match(line_to_entry(f[0], f[1], f[3], 0, _PROBE, f[2]))]
     floor, ceiling = time_bound(tree, lower=True), time_bound(tree, lower=False)
+    deadline = time.monotonic() + seconds
 
-    def entry(key: Key, source: Source, line: LogLine) -> Entry:
-        job_id, project, trial, task, _ = source
-        return line_to_entry(job_id, project, task, key[-1], line, trial)
-
+    positions: dict[str, int] = dict(state["p"]) if state and not descending else {}
+    last = tuple(state["k"]) if state and descending else None  # the key of the last line read (descending)
     if descending:
-        before = tuple(state["k"]) if state else None
+        streams = [_read_back(source, last, floor, ceiling, visible) for source in files]
+    else:
+        streams = [_read(source, positions.get(_fid(source), 0), floor, ceiling, visible) for source in files]
 
-        def candidates() -> Iterator[tuple[Key, int, Entry]]:
-            for source in files:
-                with contextlib.closing(_read(source, 0, floor, ceiling, visible)) as lines:
-                    for key, _, line in lines:
-                        if before is not None and key >= before:
-                            break  # the rest of this file is newer still
-                        if match(e := entry(key, source, line)):
-                            yield key, _bytes(line), e
+    def token() -> str:
+        return _encode({"o": "desc", "k": list(last or ())} if descending else {"o": "asc", "p": positions})
 
-        top = _newest(candidates(), size)
-        kept = _fitting([n for _, n, _ in top], size)
-        page = {"entries": [e for _, _, e in top[:kept]]}
-        if len(top) > kept:
-            page["nextPageToken"] = _encode({"o": "desc", "k": list(top[kept - 1][0])})
-        return page
-
-    positions: dict[str, int] = dict(state["p"]) if state else {}
-    streams = [_read(source, positions.get(_fid(source), 0), floor, ceiling, visible) for source in files]
-    page, total = {"entries": []}, 0
+    page: dict = {"entries": []}
+    total = 0
     try:
-        for key, source, line in heapq.merge(*streams, key=itemgetter(0)):
-            if match(e := entry(key, source, line)):
-                total += _bytes(line)
-                if len(page["entries"]) == size or (page["entries"] and total > MAX_PAGE_BYTES):
-                    page["nextPageToken"] = _encode({"o": "asc", "p": positions})  # continue right before it
-                    break
-                page["entries"].append(e)
-            positions[_fid(source)] = key[-1]
+        merged = heapq.merge(*streams, key=itemgetter(0), reverse=descending)
+        for count, (key, source, line) in enumerate(merged, 1):
+            if line is not None:
+                job_id, project, trial, task, _ = source
+                if match(e := line_to_entry(job_id, project, task, key[-1], line, trial)):
+                    total += _bytes(line)
+                    if len(page["entries"]) == size or (page["entries"] and total > MAX_PAGE_BYTES):
+                        page["nextPageToken"] = token()  # continue right before it
+                        break
+                    page["entries"].append(e)
+            if descending:
+                last = key
+            else:
+                positions[_fid(source)] = key[-1]
+            if time.monotonic() >= deadline:
+                page["nextPageToken"] = token()  # continue right after it
+                break
+            if count % YIELD_EVERY == 0:
+                time.sleep(0)  # let the event loop and quick requests take the GIL (bench_service: p99 ~1 s -> ~90 ms)
     finally:
         for stream in streams:
             stream.close()
@@ -233,28 +263,3 @@ def _bytes(line: LogLine) -> int:
     """What an entry of this line weighs in a page (its text is at most 256 KB: see `runner.logs`)."""
     text = line.text
     return (len(text) if text.isascii() else len(text.encode("utf-8"))) + ENTRY_BYTES
-
-
-def _fitting(sizes: list[int], size: int) -> int:
-    """How many of the first of `sizes` make a page: at most `size`, MAX_PAGE_BYTES, at least one."""
-    count, total = 0, 0
-    for n in sizes[:size]:
-        total += n
-        if count and total > MAX_PAGE_BYTES:
-            break
-        count += 1
-    return count
-
-
-def _newest(candidates: Iterable[tuple[Key, int, Entry]], size: int) -> list[tuple[Key, int, Entry]]:
-    """The newest candidates that make a page, and the next older one, newest first. Holds only
-    what the page may hold, plus an entry or two, however many candidates there are."""
-    heap: list[tuple[Key, int, Entry]] = []  # the oldest first
-    total = 0
-    for item in candidates:
-        heapq.heappush(heap, item)
-        total += item[1]
-        # the oldest can go when the rest already make a page and one more
-        while len(heap) > size + 1 or (len(heap) > 2 and total - heap[0][1] > MAX_PAGE_BYTES):
-            total -= heapq.heappop(heap)[1]
-    return sorted(heap, key=itemgetter(0), reverse=True)

@@ -8,7 +8,9 @@ comparisons are described in the package docstring.
 
 Bounds, so no filter can exhaust the service: at most MAX_LENGTH characters (Cloud Logging's
 20,000) and MAX_DEPTH levels of parentheses and NOT (the workbench's choice); regular expressions
-(`=~`, `!~`) are RE2's, as Cloud Logging's are, and match in time linear in the text.
+(`=~`, `!~`) are RE2's, as Cloud Logging's are, and match in time linear in the text, times their
+size when RE2's DFA gives up: so all of a filter's regular expressions compile to at most
+MAX_REGEX_PROGRAM instructions.
 """
 
 from __future__ import annotations
@@ -26,6 +28,11 @@ from ...errors import FilterError
 
 MAX_LENGTH = 20_000  # characters, as Cloud Logging's filters
 MAX_DEPTH = 64  # nested parentheses and NOTs
+# RE2 instructions in all of a filter's regular expressions. A pattern that defeats RE2's DFA (as
+# `[ab]*a[ab]{990}c`) runs its NFA, about 9 ns per instruction per byte: 1000 keep the search of one
+# 256 KB line under ~2.5 s (the longest step of a listing's time budget), while the searches people
+# write compile to tens (`(?i)error|warn`: 13) or a few hundred (an alternation of 20 words: 142).
+MAX_REGEX_PROGRAM = 1000
 
 SEVERITIES = {"DEFAULT": 0, "DEBUG": 100, "INFO": 200, "NOTICE": 300, "WARNING": 400, "ERROR": 500,
               "CRITICAL": 600, "ALERT": 700, "EMERGENCY": 800}
@@ -52,6 +59,7 @@ class _Parser:
 
     def __init__(self, text: str) -> None:
         self.s, self.i, self.depth = text, 0, 0
+        self.program = 0  # RE2 instructions of the regular expressions so far
 
     def error(self, message: str, position: int | None = None) -> FilterError:
         return FilterError(message, self.i if position is None else position)
@@ -138,7 +146,7 @@ class _Parser:
         start = self.i
         if ctx:  # inside `field OP (v1 OR v2 ...)`: each term is a value
             value, quoted = self.value()
-            return ("cmp", *ctx, value, quoted, start)
+            return self.comparison(*ctx, value, quoted, start)
         path, quoted = self.path()
         end = self.i
         self.more()
@@ -153,6 +161,14 @@ class _Parser:
             return self.group((path, op))
         start = self.i
         value, quoted = self.value()
+        return self.comparison(path, op, value, quoted, start)
+
+    def comparison(self, path: tuple[str, ...], op: str, value: str, quoted: bool, start: int) -> Node:
+        if op in ("=~", "!~"):
+            self.program += _compile(value, start).programsize
+            if self.program > MAX_REGEX_PROGRAM:
+                raise self.error(f"regular expressions too large ({self.program} RE2 instructions in all, "
+                                 f"at most {MAX_REGEX_PROGRAM})", start)
         return ("cmp", path, op, value, quoted, start)
 
     def group(self, ctx: tuple | None) -> Node:
@@ -341,17 +357,23 @@ def _comparison(path: tuple[str, ...], op: str, value: str, quoted: bool, pos: i
 
 _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.log_errors = False  # a user's bad pattern is their 400, not the service's log
+_RE2_OPTIONS.never_capture = True  # a search needs no groups: without them RE2 matches with its DFA, not its NFA
 
 
-def _regex(pattern: str, pos: int) -> Callable[[str], bool]:
-    """An RE2 search (linear in the text, as Cloud Logging's) for `pattern`."""
+def _compile(pattern: str, pos: int) -> Any:
+    """`pattern` as RE2 (cached by re2), or a FilterError at `pos`."""
     try:
-        compiled = re2.compile(pattern, _RE2_OPTIONS)
+        return re2.compile(pattern, _RE2_OPTIONS)
     except re2.error as e:
         reason = e.args[0].decode("utf-8", "replace") if e.args and isinstance(e.args[0], bytes) else str(e)
         raise FilterError(f"bad regular expression {shown(pattern)} ({reason})", pos) from None
     except UnicodeEncodeError:  # a lone surrogate from a JSON escape
         raise FilterError(f"bad regular expression {shown(pattern)} (not valid Unicode)", pos) from None
+
+
+def _regex(pattern: str, pos: int) -> Callable[[str], bool]:
+    """An RE2 search (linear in the text, as Cloud Logging's) for `pattern`."""
+    compiled = _compile(pattern, pos)
 
     def search(text: str) -> bool:
         try:
