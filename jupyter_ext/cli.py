@@ -310,11 +310,17 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_cost(args: argparse.Namespace) -> int:
-    from . import cost, validate
+    from . import cost, tuning, validate
 
-    job = validate.check(_load(args.spec))  # a job Vertex would refuse has no price (a replica count of -3: -$0.57)
+    resource = tuning.load_request(args.spec)  # a HyperparameterTuningJob body: its trial job, times the parallel
+    # a job Vertex would refuse has no price (a replica count of -3: -$0.57)
+    job = validate.check_tuning(resource, local=False) if resource is not None else validate.check(_load(args.spec))
     region = _training_region(args.region)
-    sys.stdout.write(cost.estimate(job, region).text(args.spot or cost.spot_by_default(job)))
+    spot = args.spot or cost.spot_by_default(job)
+    estimate = cost.estimate(job, region)
+    sys.stdout.write(estimate.text(spot))
+    if resource is not None:
+        print(cost.parallel_trials(estimate, resource.parallel_trial_count or 1, spot))
     return 0
 
 

@@ -120,6 +120,16 @@ class Estimate:
         return "\n".join(lines) + "\n"
 
 
+def parallel_trials(trial: Estimate, parallel: int, spot: bool = False) -> str:
+    """A tuning job's cost per hour: each trial costs what `trial` says, and `parallel` run at once."""
+    kind = "Spot" if spot else "on demand"
+    if not any(p.on_demand is not None for p in trial.pools):
+        return f"Tuning job: {parallel} trial(s) at once (parallelTrialCount); not priced"
+    return (f"Tuning job: the table is one trial; {parallel} run at once (parallelTrialCount): up to "
+            f"{money(parallel * trial.total(spot))} per hour {kind} ({money(parallel * trial.total(not spot))} "
+            f"{'on demand' if spot else 'Spot'})")
+
+
 def estimate(job: JobSpec, region: str) -> Estimate:
     """The job's cost per hour in `region`, pool by pool."""
     from google.cloud.aiplatform_v1 import types as v1

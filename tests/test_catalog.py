@@ -266,9 +266,9 @@ def test_training_regions_and_what_they_offer():
     assert catalog.availability("us-west2", "n1-standard-8", "NVIDIA_TESLA_T4").status == "offered"
     assert catalog.availability("us-west2", "n1-standard-8", "NVIDIA_TESLA_V100").status == "unavailable"
     assert catalog.availability("us-west2", "n1-standard-8").status == "offered"  # CPU machines: everywhere
-    assert catalog.availability("europe-west4", "a3-highgpu-8g").status == "unknown"  # no data for the region
-    assert catalog.availability("us-central1", "a4-highgpu-8g").status == "unknown"  # B200: newer than the data
-    assert catalog.availability("us-west4", "a3-highgpu-1g").status == "unknown"  # sources disagree
+    assert catalog.availability("europe-west8", "a3-highgpu-8g").status == "unknown"  # no data for the region
+    assert catalog.availability("us-central1", "n1-standard-8", "NVIDIA_TESLA_K80").status == "unknown"  # not covered
+    assert catalog.availability("us-central1", "cloud-tpu", "TPU_V3").status == "unknown"  # uncertain (Pods)
     assert catalog.availability("us-central1", "ct6e-standard-4t").status == "unknown"
     assert catalog.unavailable("us-central1", "a3-highgpu-8g") is None
     assert "us-west2" in catalog.unavailable("us-west2", "a3-highgpu-8g")

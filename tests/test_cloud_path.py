@@ -368,8 +368,8 @@ def test_submitting_to_a_region_without_the_accelerator_is_refused_before_sendin
     assert done.returncode == 2 and len(recorded_requests()) == before
     assert done.stderr.splitlines() == [
         "vtrain: error: workerPoolSpecs[0].machineSpec.acceleratorType: NVIDIA H100 80GB (NVIDIA_H100_80GB) is not "
-        "offered for Vertex AI training in us-west2 (offered there: NVIDIA P4, NVIDIA T4; region data of about 2024, "
-        "see the README)"]
+        "offered for Vertex AI training in us-west2 (offered there: NVIDIA P4, NVIDIA T4, NVIDIA B200; region data of "
+        "2026-04-10, see the README)"]
 
 
 def test_a_conditional_study_is_for_vertex_only_and_says_so(cloud: dict[str, Any]) -> None:

@@ -64,6 +64,21 @@ def test_vtrain_cost_of_a_two_pool_a100_job(capsys, a100_job):
     assert rows[1] == ["1", "2", "a2-highgpu-2g", "2", "x", "NVIDIA_TESLA_A100", f"${each:.4f}", f"${2 * each:.4f}"]
 
 
+def test_vtrain_cost_of_a_tuning_job_is_a_trial_times_the_trials_that_run_at_once(capsys, tmp_path):
+    body = {"displayName": "tuned-a100", "maxTrialCount": 6, "parallelTrialCount": 3,
+            "studySpec": {"metrics": [{"metricId": "accuracy", "goal": "MAXIMIZE"}],
+                          "parameters": [{"parameterId": "units", "discreteValueSpec": {"values": [32, 64]}}]},
+            "trialJobSpec": {"workerPoolSpecs": [pool(machineSpec=A100_1), pool(replicas=2, machineSpec=A100_2)]}}
+    spec = tmp_path / "tuning.json"
+    spec.write_text(json.dumps(body))
+    code, out, _ = vtrain_in_process(capsys, "cost", str(spec), "--region", "us-central1")
+    on_demand, spot = two_pool_a100_per_hour(False), two_pool_a100_per_hour(True)
+    assert code == 0
+    assert f"Total: ${on_demand:.4f} per hour on demand (${spot:.4f} Spot)" in out.splitlines()  # one trial
+    assert (f"Tuning job: the table is one trial; 3 run at once (parallelTrialCount): up to ${3 * on_demand:.4f} "
+            f"per hour on demand (${3 * spot:.4f} Spot)") in out.splitlines()
+
+
 def test_the_region_comes_from_the_environment(capsys, monkeypatch):
     monkeypatch.setenv("CLOUD_ML_REGION", "us-west2")
     _, out, _ = vtrain_in_process(capsys, "cost", str(EXAMPLE))

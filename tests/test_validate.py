@@ -410,8 +410,8 @@ def test_a_region_without_h100_refuses_it_naming_the_region_and_the_accelerator(
     assert problems(h100) == [] and problems(h100, "us-central1") == []
     assert problems(h100, "us-west2") == [
         "workerPoolSpecs[0].machineSpec.acceleratorType: NVIDIA H100 80GB (NVIDIA_H100_80GB) is not offered for "
-        "Vertex AI training in us-west2 (offered there: NVIDIA P4, NVIDIA T4; region data of about 2024, see the "
-        "README)"]
+        "Vertex AI training in us-west2 (offered there: NVIDIA P4, NVIDIA T4, NVIDIA B200; region data of 2026-04-10, "
+        "see the README)"]
 
 
 def test_a_region_vertex_does_not_train_in_is_refused():
@@ -422,11 +422,11 @@ def test_a_region_vertex_does_not_train_in_is_refused():
 
 def test_what_the_region_data_does_not_cover_is_allowed_with_a_notice():
     h200 = job(pool(machine="a3-ultragpu-8g", accelerator="NVIDIA_H200_141GB", accelerator_count=8))
-    assert problems(h200, "us-central1") == []
-    assert notices(h200, "us-central1") == [
+    assert problems(h200, "europe-west8") == []
+    assert notices(h200, "europe-west8") == [
         "workerPoolSpecs[0].machineSpec.acceleratorType: the workbench's region data does not cover NVIDIA_H200_141GB "
-        "in us-central1: allowed; check Google's locations page"]
-    assert problems(job(H100), "europe-west4") == [] and len(notices(job(H100), "europe-west4")) == 1
+        "in europe-west8: allowed; check Google's locations page"]
+    assert problems(job(H100), "europe-west8") == [] and len(notices(job(H100), "europe-west8")) == 1
 
 
 @pytest.mark.parametrize("pools,spec,notice", [
@@ -469,8 +469,8 @@ def test_vtrain_validate_with_a_region_without_h100(capsys, tmp_path):
     assert (code, out) == (2, "")
     assert err.splitlines() == [
         "vtrain: error: workerPoolSpecs[0].machineSpec.acceleratorType: NVIDIA H100 80GB (NVIDIA_H100_80GB) is not "
-        "offered for Vertex AI training in us-west2 (offered there: NVIDIA P4, NVIDIA T4; region data of about 2024, "
-        "see the README)"]
+        "offered for Vertex AI training in us-west2 (offered there: NVIDIA P4, NVIDIA T4, NVIDIA B200; region data of "
+        "2026-04-10, see the README)"]
     assert vtrain_in_process(capsys, "validate", str(path), "--region", "us-east4") == (0, "ok\n", "")
     assert vtrain_in_process(capsys, "validate", str(path)) == (0, "ok\n", "")  # no region: no region rules
 
@@ -478,7 +478,7 @@ def test_vtrain_validate_with_a_region_without_h100(capsys, tmp_path):
 def test_vtrain_validate_prints_notices_and_passes(capsys, tmp_path):
     path = write_spec(tmp_path / "h200.json", [pool(machine="a3-ultragpu-8g", accelerator="NVIDIA_H200_141GB",
                                                     accelerator_count=8)])
-    code, out, err = vtrain_in_process(capsys, "validate", str(path), "--region", "us-central1")
+    code, out, err = vtrain_in_process(capsys, "validate", str(path), "--region", "europe-west8")
     assert (code, out) == (0, "ok\n")
     assert err == ("vtrain: note: workerPoolSpecs[0].machineSpec.acceleratorType: the workbench's region data does "
-                   "not cover NVIDIA_H200_141GB in us-central1: allowed; check Google's locations page\n")
+                   "not cover NVIDIA_H200_141GB in europe-west8: allowed; check Google's locations page\n")
