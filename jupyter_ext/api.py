@@ -35,7 +35,8 @@ class Collection:
 CUSTOM_JOBS = Collection("customJobs", "CustomJob", v1.CustomJob, "custom_job", _CONSOLE + "/cpu",
                          "aiplatform-custom-job", "job_spec")
 TUNING_JOBS = Collection("hyperparameterTuningJobs", "HyperparameterTuningJob", v1.HyperparameterTuningJob,
-                         "hyperparameter_tuning_job", _CONSOLE, "aiplatform-hyperparameter-tuning-job", "trial_job_spec")
+                         "hyperparameter_tuning_job", _CONSOLE, "aiplatform-hyperparameter-tuning-job",
+                         "trial_job_spec")
 
 # Cloud Logging: the entries Vertex AI writes for a training job's replicas, as gcloud reads them
 LOG_RESOURCE_TYPE = "ml_job"  # resource.labels: job_id, task_name (workerpool0-0), project_id

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, NoReturn, Sequence
 
 from . import build_cli, limits, scheduling, states
 from .errors import WorkbenchError, client_error_message
-from .names import (ADDRESS_STYLES, DEFAULT_BACKEND, FORMATS, GCLOUD_COMMAND, MAX_FAILED_HELP, STAGING_BUCKET_FLAG, TARGET_FLAGS, TUNING_PARALLEL,
-                    TUNING_TRIALS)
+from .names import (ADDRESS_STYLES, DEFAULT_BACKEND, FORMATS, GCLOUD_COMMAND, MAX_FAILED_HELP, STAGING_BUCKET_FLAG,
+                    TARGET_FLAGS, TUNING_PARALLEL, TUNING_TRIALS)
 
 if TYPE_CHECKING:
     from .launch import Target

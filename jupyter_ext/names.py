@@ -1,6 +1,7 @@
-"""Names a user picks from on the command line and in the widgets: job formats, address
-styles, and the flags that say where jobs run (the same on the magics and `vtrain`). Nothing heavy is imported here, so `vtrain --help` can list them
-before any client library is loaded."""
+"""Names and defaults a user picks from on the command line and in the widgets: job formats,
+address styles, the flags that say where jobs run (the same on the magics and `vtrain`), the
+default backend, tuning defaults. Nothing heavy is imported here, so `vtrain --help` can list
+them before any client library is loaded."""
 
 FORMATS = ("rest", "gcloud", "sdk", "legacy")  # job description formats (spec.JobSpec.load/dump)
 GCLOUD_COMMAND = "gcloud-command"  # the export as a `gcloud ai custom-jobs create` command line (exports)

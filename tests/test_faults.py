@@ -153,11 +153,12 @@ def test_sighup_of_vtrain_run_cancels_the_job_cleanly(backend: str, tmp_path: Pa
                                                       request: pytest.FixtureRequest) -> None:
     proc, job, docker_api, watchdogs = _running_escaping_job(tmp_path, backend, request)
     proc.send_signal(signal.SIGHUP)  # the terminal closed
+    wait_for(lambda: proc.poll() is not None and not _left(job, docker_api, watchdogs), 5,
+             lambda: f"vtrain run to end, nothing left; but: {proc.poll()=} {_left(job, docker_api, watchdogs)}")
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 130, out
     status = job_status(tmp_path / "job")
     assert status["state"] == "CANCELLED" and "terminal closed (SIGHUP)" in status["error"]
-    assert not _left(job, docker_api, watchdogs)
 
 
 @pytest.mark.parametrize("backend", ["process", "docker"])

@@ -52,7 +52,8 @@ def line_to_entry(job_id: str, project: str, task_name: str, offset: int, line: 
         labels[TRIAL_LABEL] = trial
     entry: Entry = {
         "logName": f"projects/{project}/logs/ml.googleapis.com%2F{job_id}",
-        "resource": {"type": LOG_RESOURCE_TYPE, "labels": {"job_id": job_id, "task_name": task_name, "project_id": project}},
+        "resource": {"type": LOG_RESOURCE_TYPE,
+                     "labels": {"job_id": job_id, "task_name": task_name, "project_id": project}},
         "timestamp": line.timestamp,
         "receiveTimestamp": line.timestamp,
         "severity": "ERROR" if line.stream == "stderr" else "INFO",
