@@ -3,7 +3,7 @@
 A replica on Vertex AI sees the environment Vertex gives it (see `cluster`) and its job's `env`;
 nothing of the machine the job was sent from. A local process replica gets the same, plus only what
 a process needs to start (`HOST_VARIABLES`: PATH, HOME, the locale, the Python environment's own
-variables), taken from the submitting client, not from the local service (which may have been
+variables, and the Cloud Storage emulator's address when one is used), taken from the submitting client, not from the local service (which may have been
 started by someone else: a JupyterLab server, another kernel). Anything else reaches a replica
 only when the user passes it: `--env NAME=VALUE` (or `--env NAME`, this environment's value) on
 the magic and the CLI, which puts it into the job's `env`, so Vertex AI gets it too.
@@ -28,7 +28,10 @@ from .errors import WorkbenchError
 
 # What a process needs to start, and the Python environment's own variables; never credentials.
 HOST_VARIABLES = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR",
-                  "TERM", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "PYTHONHOME")
+                  "TERM", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "CONDA_PREFIX", "CONDA_DEFAULT_ENV", "PYTHONHOME",
+                  # where this machine's stand-in for Cloud Storage is (google-cloud-storage's own convention):
+                  # a trainer's gs:// reads go where the local service's package downloads go
+                  "STORAGE_EMULATOR_HOST")
 CLIENT_HEADER = "x-vtrain-client"
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 

@@ -97,6 +97,7 @@ def test_replicas_get_only_what_vertex_would_give_and_what_the_user_passes(ipyth
     monkeypatch.delenv("JUPYTERHUB_API_TOKEN")
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", "/home/me/key.json")  # the kernel's: not passed either
     monkeypatch.setenv("FROM_THE_KERNEL", "kept")
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", "http://127.0.0.1:4443")  # the kernel's Cloud Storage stand-in
     ipython.run_cell_magic("vertex_train", "--workers 1 --name clean-env --env MY_SETTING=42 --env FROM_THE_KERNEL "
                            "job", "import json, os\nprint(json.dumps(dict(os.environ)))")
     records = list(ipython.user_ns["job"].logs())
@@ -105,6 +106,7 @@ def test_replicas_get_only_what_vertex_would_give_and_what_the_user_passes(ipyth
         env = json.loads(record.text)
         assert "JUPYTERHUB_API_TOKEN" not in env and "GOOGLE_APPLICATION_CREDENTIALS" not in env
         assert env["MY_SETTING"] == "42" and env["FROM_THE_KERNEL"] == "kept"
+        assert env["STORAGE_EMULATOR_HOST"] == "http://127.0.0.1:4443"
         assert {"PATH", "HOME", "CLUSTER_SPEC", "CLOUD_ML_JOB_ID"} <= set(env)
 
 
