@@ -403,9 +403,10 @@ def region_data_age() -> str:
     return str(_regions()["accelerators_as_of"])
 
 
-def availability(region: str, machine_name: str, accelerator: str = "") -> Availability:
-    """What `region` offers of this machine with this accelerator (for a GPU machine or a ct5lp TPU,
-    the accelerator it implies). CPU-only machines are offered in every training region."""
+def availability(region: str, machine_name: str, accelerator: str = "", count: int = 0) -> Availability:
+    """What `region` offers of this machine with `count` of this accelerator (for a GPU machine or a
+    ct5lp TPU, the accelerator it implies; a count of 0: any). CPU-only machines are offered in every
+    training region."""
     if region not in _regions()["training_regions"]:
         close = difflib.get_close_matches(region, training_regions(), n=2, cutoff=0.8)
         hint = f"; did you mean {' or '.join(close)}" if close else ""
@@ -420,11 +421,13 @@ def availability(region: str, machine_name: str, accelerator: str = "") -> Avail
         return Availability("offered", "")
     data = _regions()["accelerators"]
     offered = data["regions"].get(region)
-    doubt = data.get("uncertain", {}).get(region, {}).get(accelerator)
-    if doubt or offered is None or accelerator not in data["covers"]:
-        why = f" ({doubt})" if doubt else ""
-        return Availability("unknown", f"the workbench's region data does not cover {accelerator} in {region}"
-                                       f"{why}: allowed; check Google's locations page")
+    if offered is None or accelerator not in data["covers"]:
+        return Availability("unknown", f"the workbench's region data does not cover {accelerator} in {region}: "
+                                       "allowed; check Google's locations page")
+    if accelerator in data["single_host_only"].get(region, ()) and is_tpu_pod(machine_name, count):
+        return Availability("unavailable", f"a {accelerator_label(accelerator)} Pod slice ({count} cores) is not "
+                                           f"offered for Vertex AI training in {region}, only a single host (8 "
+                                           f"cores; region data of {region_data_age()}, see the README)")
     if accelerator in offered:
         return Availability("offered", "")
     there = ", ".join(accelerator_label(a) for a in offered) or "none"
@@ -433,7 +436,7 @@ def availability(region: str, machine_name: str, accelerator: str = "") -> Avail
                                        f"of {region_data_age()}, see the README)")
 
 
-def unavailable(region: str, machine_name: str, accelerator: str = "") -> str | None:
+def unavailable(region: str, machine_name: str, accelerator: str = "", count: int = 0) -> str | None:
     """Why `region` does not offer this machine/accelerator, or None if it does or the data does not say."""
-    found = availability(region, machine_name, accelerator)
+    found = availability(region, machine_name, accelerator, count)
     return found.reason if found.status == "unavailable" else None

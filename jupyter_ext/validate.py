@@ -88,7 +88,7 @@ def notices(job: JobSpec, region: str | None = None) -> list[str]:
             found.append(f"{where}.machineType: {machine.name} has {machine.architecture} CPUs: its image must be "
                          f"built for {catalog.platform(machine.name)} (vtrain build --machine-type {machine.name})")
         if region is not None and region in catalog.training_regions():
-            known = catalog.availability(region, ms.machine_type, accel)
+            known = catalog.availability(region, ms.machine_type, accel, ms.accelerator_count)
             if known.status == "unknown":
                 found.append(f"{where}.{'acceleratorType' if accel else 'machineType'}: {known.reason}")
     return found
@@ -359,7 +359,7 @@ def _region_rules(job: JobSpec, region: str) -> list[str]:
     for pos, pool in job.pools:
         ms = pool.machine_spec
         accel = _accelerator_name(ms)
-        if reason := catalog.unavailable(region, ms.machine_type, accel):
+        if reason := catalog.unavailable(region, ms.machine_type, accel, ms.accelerator_count):
             field = "acceleratorType" if accel else "machineType"
             found.append(f"workerPoolSpecs[{pos}].machineSpec.{field}: {reason}")
     return found

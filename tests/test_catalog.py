@@ -268,7 +268,10 @@ def test_training_regions_and_what_they_offer():
     assert catalog.availability("us-west2", "n1-standard-8").status == "offered"  # CPU machines: everywhere
     assert catalog.availability("europe-west8", "a3-highgpu-8g").status == "unknown"  # no data for the region
     assert catalog.availability("us-central1", "n1-standard-8", "NVIDIA_TESLA_K80").status == "unknown"  # not covered
-    assert catalog.availability("us-central1", "cloud-tpu", "TPU_V3").status == "unknown"  # uncertain (Pods)
+    # Google's table lists TPU v3 in us-central1 but not TPU v3 Pod: a single host only
+    assert catalog.availability("us-central1", "cloud-tpu", "TPU_V3", 8).status == "offered"
+    assert catalog.availability("us-central1", "cloud-tpu", "TPU_V3", 32).status == "unavailable"
+    assert catalog.availability("europe-west4", "cloud-tpu", "TPU_V3", 32).status == "offered"
     assert catalog.availability("us-central1", "ct6e-standard-4t").status == "unknown"
     assert catalog.unavailable("us-central1", "a3-highgpu-8g") is None
     assert "us-west2" in catalog.unavailable("us-west2", "a3-highgpu-8g")

@@ -414,6 +414,15 @@ def test_a_region_without_h100_refuses_it_naming_the_region_and_the_accelerator(
         "see the README)"]
 
 
+def test_a_tpu_pod_slice_where_only_single_hosts_are_offered_is_refused_naming_the_region():
+    v3 = [pool(machine="cloud-tpu", accelerator="TPU_V3", accelerator_count=n) for n in (8, 32)]
+    assert problems(job(v3[0]), "us-central1") == [] and notices(job(v3[0]), "us-central1") == []
+    assert problems(job(v3[1]), "europe-west4") == []
+    assert problems(job(v3[1]), "us-central1") == [
+        "workerPoolSpecs[0].machineSpec.acceleratorType: a TPU v3 Pod slice (32 cores) is not offered for Vertex AI "
+        "training in us-central1, only a single host (8 cores; region data of 2026-04-10, see the README)"]
+
+
 def test_a_region_vertex_does_not_train_in_is_refused():
     assert problems(job(pool()), "mars-north9") == [
         "region: Vertex AI custom training is not offered in 'mars-north9' (not one of gcloud's training regions)"]
