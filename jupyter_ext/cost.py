@@ -125,8 +125,9 @@ def parallel_trials(trial: Estimate, parallel: int, spot: bool = False) -> str:
     kind = "Spot" if spot else "on demand"
     if not any(p.on_demand is not None for p in trial.pools):
         return f"Tuning job: {parallel} trial(s) at once (parallelTrialCount); not priced"
+    of = " of the priced pools" if trial.unpriced else ""
     return (f"Tuning job: the table is one trial; {parallel} run at once (parallelTrialCount): up to "
-            f"{money(parallel * trial.total(spot))} per hour {kind} ({money(parallel * trial.total(not spot))} "
+            f"{money(parallel * trial.total(spot))} per hour {kind}{of} ({money(parallel * trial.total(not spot))} "
             f"{'on demand' if spot else 'Spot'})")
 
 

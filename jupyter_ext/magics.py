@@ -132,12 +132,15 @@ class VertexTrainMagics(Magics):
         """After waiting: the final view kept in the notebook; a job that did not succeed fails the cell
         (one line: the job, the replica, how it ended, its log). An interrupt, or the view closed
         before the job ended, left the job running."""
-        if not finished or not states.is_final(shown.handle.state):
+        if finished:
+            with _user_errors():  # the service or Vertex AI may not answer: one line, not a traceback
+                finished = states.is_final(shown.handle.state)
+                failure = shown.handle.failure() if finished else None
+        if not finished:
             print(f"stopped waiting; the job goes on ({shown.stop_hint})")
             return
         if shown.display is not None:
             shown.display.update(shown.view)  # the saved notebook keeps the final state and lines
-        failure = shown.handle.failure()
         if failure is not None:
             raise failure
 

@@ -49,7 +49,9 @@ def test_the_cursor_survives_its_text_form_and_refuses_anything_else() -> None:
     again = LogCursor.decode(cursor.encode())
     assert (again.since, again.seen, again.start, again.token) == (cursor.since, cursor.seen, cursor.start, "next-page")
     forged = LogCursor(start='2026-01-01T00:00:07.000000Z" OR resource.type="ml_job')  # its start goes into the filter
-    for text in ("not-a-cursor", forged.encode()):
+    # cursors that would fail later, when the window is computed or an entry admitted
+    odd = [LogCursor(since=logs.EPOCH), LogCursor(since=0), LogCursor(token=5)]  # type: ignore[arg-type]
+    for text in ("not-a-cursor", forged.encode(), *(cursor.encode() for cursor in odd)):
         with pytest.raises(WorkbenchError, match="^cursor: not a cursor this server gave$"):
             LogCursor.decode(text)
 

@@ -138,11 +138,12 @@ class LogCursor:
         try:
             since, seen, start, token = json.loads(zlib.decompress(base64.urlsafe_b64decode(
                 text + "=" * (-len(text) % 4))))
-            for stamp in (since, start):  # `start` goes into the filter: a timestamp and nothing else
-                if stamp and stamp != EPOCH:
+            if not all(isinstance(value, str) for value in (since, start, token)):
+                raise ValueError(text)
+            for stamp in (since, "" if start == EPOCH else start):  # `start` goes into the filter: a timestamp only
+                if stamp:
                     datetime.strptime(stamp, STAMP)
-            if not (isinstance(seen, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in seen.items())
-                    and isinstance(token, str)):
+            if not (isinstance(seen, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in seen.items())):
                 raise ValueError(text)
         except (ValueError, TypeError, zlib.error):
             raise WorkbenchError("cursor: not a cursor this server gave") from None
