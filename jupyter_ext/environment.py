@@ -3,8 +3,9 @@
 A replica on Vertex AI sees the environment Vertex gives it (see `cluster`) and its job's `env`;
 nothing of the machine the job was sent from. A local process replica gets the same, plus only what
 a process needs to start (`HOST_VARIABLES`: PATH, HOME, the locale, the Python environment's own
-variables, and the Cloud Storage emulator's address when one is used), taken from the submitting client, not from the local service (which may have been
-started by someone else: a JupyterLab server, another kernel). Anything else reaches a replica
+variables, and the Cloud Storage emulator's address when one is used), taken from the submitting
+client, not from the local service (which may have been started by someone else: a JupyterLab
+server, another kernel). Anything else reaches a replica
 only when the user passes it: `--env NAME=VALUE` (or `--env NAME`, this environment's value) on
 the magic and the CLI, which puts it into the job's `env`, so Vertex AI gets it too.
 
