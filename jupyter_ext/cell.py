@@ -13,6 +13,7 @@ A Reduction Server pool keeps its own image.
 
 from __future__ import annotations
 
+import ast
 import json
 import shlex
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from google.cloud.aiplatform_v1 import types as v1
 from . import catalog, cluster, cost, packaging, paths, sensitive, staging, validate
 from .environment import Runtime
 from .errors import WorkbenchError
-from .spec import JobSpec
+from .spec import JobSpec, message_to_dict
 
 
 @dataclass
@@ -83,6 +84,20 @@ def _tpu_machine(text: str) -> dict[str, Any]:
                          "MACHINE:TOPOLOGY (e.g. ct5lp-hightpu-4t:2x2)")
 
 
+def check_trainer(source: str) -> None:
+    """The cell must be a trainer: Python with at least one statement. An empty cell (or one of only
+    comments) would launch a job that does nothing, and a syntax error would fail every replica
+    after the build; both are refused before anything is built or launched."""
+    try:
+        statements = ast.parse(source).body
+    except SyntaxError as exc:
+        raise WorkbenchError(f"the cell: line {exc.lineno}: {exc.msg} (nothing was launched)") from None
+    except ValueError as exc:  # e.g. a NUL character
+        raise WorkbenchError(f"the cell: {exc} (nothing was launched)") from None
+    if not statements:
+        raise WorkbenchError("the cell: no trainer code below the %%vertex_train line (nothing was launched)")
+
+
 def context_for(source: str, *, requirements: list[str] | None, base_image: str | None,
                 job: JobSpec, region: str = "us") -> tuple[packaging.BuildContext, Path]:
     """The cell's build context (prebuilt images from the `region` multi-region), written once under
@@ -129,15 +144,21 @@ def with_job_dir(job: JobSpec, job_dir: str) -> JobSpec:
 
 
 def dry_run_text(job: JobSpec, context: packaging.BuildContext, style: str, region: str,
-                 show_env_values: bool = False) -> str:
-    """What a dry run shows: the Dockerfile, the job as submitted, what it costs per hour in `region`,
-    every replica's environment. The job's `env` values are *** unless `show_env_values`."""
-    validate.check(job)
+                 show_env_values: bool = False, *, offered_in: str | None = None,
+                 tuning_job: v1.HyperparameterTuningJob | None = None) -> str:
+    """What a dry run shows: the Dockerfile, the job as submitted (the tuning job whose trials run it,
+    if any), what it costs per hour in `region`, every replica's environment. The job is checked as
+    the real run checks it, against what `offered_in` offers (a Vertex AI region; None: locally).
+    The job's `env` values are *** unless `show_env_values`."""
+    validate.check(job, offered_in)
     body = job.to_dict("rest")
-    parts = ["# Dockerfile", context.files["Dockerfile"].decode(), "# CustomJob (REST body)",
-             json.dumps(body if show_env_values else sensitive.mask_job(body), indent=2, ensure_ascii=False) + "\n",
-             f"# Cost per hour in {region}", cost.estimate(job, region).text(cost.spot_by_default(job)).rstrip(),
-             f"# Per-replica environment ({style} addresses)"]
+    parts = ["# Dockerfile", context.files["Dockerfile"].decode(),
+             "# CustomJob (REST body)", _json(body, show_env_values)]
+    if tuning_job is not None:
+        parts += ["# HyperparameterTuningJob (REST body; its trials run the CustomJob above)",
+                  _json(message_to_dict(tuning_job), show_env_values)]
+    parts += [f"# Cost per hour in {region}", cost.estimate(job, region).text(cost.spot_by_default(job)).rstrip(),
+              f"# Per-replica environment ({style} addresses)"]
     if style == "process":
         parts.append(f"# {Runtime.here().describe()}")
     for replica in cluster.replicas(job, style=style, mask_env=not show_env_values):
@@ -147,6 +168,10 @@ def dry_run_text(job: JobSpec, context: packaging.BuildContext, style: str, regi
                 parts.append(f"{key}={json.dumps(json.loads(replica.env[key]))}")
         parts += [f"{k}={v}" for k, v in sorted(replica.env.items()) if k not in ("TF_CONFIG", "CLUSTER_SPEC")]
     return "\n".join(parts) + "\n"
+
+
+def _json(body: dict[str, Any], show_env_values: bool) -> str:
+    return json.dumps(body if show_env_values else sensitive.mask_job(body), indent=2, ensure_ascii=False) + "\n"
 
 
 def split_args(text: str | None) -> list[str]:

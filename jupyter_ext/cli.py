@@ -57,7 +57,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _fail(message: str) -> int:
-    for line in message.splitlines():
+    from .sensitive import mask_urls  # a URL's credentials in what the user wrote (a package, an output)
+
+    for line in mask_urls(message).splitlines():
         print(f"vtrain: error: {line}", file=sys.stderr)
     return USAGE_ERROR
 
@@ -100,14 +102,17 @@ def _parser() -> argparse.ArgumentParser:
                                    "AIP_* folders and PyTorch variables.")
     i.add_argument("spec", metavar="SPEC", help=spec_help)
     i.add_argument("--json", action="store_true", help="print a JSON list, one object per replica")
-    i.add_argument("--trial", metavar="N", help="show the environment of hyperparameter tuning trial N")
+    i.add_argument("--trial", type=limits.positive, metavar="N",
+                   help="show the environment of hyperparameter tuning trial N (trials count from 1)")
     i.add_argument("--addresses", choices=ADDRESS_STYLES, default="cloud",
                    help="address style: cloud (Vertex placeholders, port 2222), process (127.0.0.1), "
                         "docker (workerpool{P}-{i}:2222); default: cloud")
     i.add_argument("--replica", metavar="TASK_NAME", help="only this replica, e.g. workerpool1-0, with its full "
                    "environment")
-    i.add_argument("--legacy", action=argparse.BooleanOptionalAction, default=None,
-                   help="AI Platform (master) or Vertex (chief) naming; default: from the job's format")
+    i.add_argument("--legacy", action="store_true",
+                   help="AI Platform's names (TF_CONFIG master unless useChiefInTfConfig; CLUSTER_SPEC master, "
+                        "worker, ps, evaluator), as a trainingInput job got them there; default: Vertex AI's "
+                        "(chief, workerpool0...), which every job gets when it runs, here or on Vertex AI")
     i.add_argument("--show-env-values", action="store_true", help="show the values of the job's env "
                    "(default: NAME=***, also inside TF_CONFIG's and CLUSTER_SPEC's job)")
     i.set_defaults(func=cmd_inspect)
@@ -201,9 +206,10 @@ def _parser() -> argparse.ArgumentParser:
                    '"lr=double:1e-4:1e-1:log, units=int:16:128, optimizer=categorical:adam,sgd" '
                    "(types: double, int, categorical, discrete; scales: linear, log, reverse_log)")
     t.add_argument("--metric", metavar="METRIC:GOAL", help="the metric to optimize, e.g. accuracy:maximize")
-    t.add_argument("--trials", type=int, metavar="N", help=f"maxTrialCount (default {TUNING_TRIALS})")
-    t.add_argument("--parallel", type=int, metavar="N", help=f"parallelTrialCount (default {TUNING_PARALLEL})")
-    t.add_argument("--max-failed", type=int, metavar="N", help=MAX_FAILED_HELP)
+    t.add_argument("--trials", type=limits.positive, metavar="N", help=f"maxTrialCount (default {TUNING_TRIALS})")
+    t.add_argument("--parallel", type=limits.positive, metavar="N",
+                   help=f"parallelTrialCount (default {TUNING_PARALLEL})")
+    t.add_argument("--max-failed", type=limits.at_least(0), metavar="N", help=MAX_FAILED_HELP)
     t.add_argument("--algorithm", choices=("random", "grid", "bayesian"), help="the search (default: Vertex AI's "
                    "Bayesian optimization, random search on this machine)")
     t.add_argument("--name", metavar="NAME", help="display name (default: from the job)")
@@ -336,30 +342,48 @@ def _training_region(flag: str | None) -> str:
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
-    job = _load(args.spec)
-    if args.to == GCLOUD_COMMAND:
-        from . import exports
-
-        sys.stdout.write(exports.gcloud_command(job, _training_region(args.region)))
-    elif job.tuning is not None and args.to == "rest":  # a legacy job with hyperparameters: a tuning job
+    if args.region and args.to != GCLOUD_COMMAND:
+        raise WorkbenchError(f"--region: only with --to {GCLOUD_COMMAND} (the command names the region); "
+                             f"--to {args.to} holds none")
+    if args.yaml and args.to == GCLOUD_COMMAND:
+        raise WorkbenchError(f"--yaml: --to {GCLOUD_COMMAND} writes a command line, not JSON or YAML")
+    job, study = _job_or_trials(args.spec)
+    if study is not None and args.to == "rest":  # a tuning job stays one
         import yaml
 
         from .spec import message_to_dict
 
-        body = message_to_dict(job.tuning_job())
+        body = message_to_dict(study)
         sys.stdout.write(yaml.safe_dump(body, sort_keys=False) if args.yaml else json.dumps(body, indent=2) + "\n")
+        return 0
+    if study is not None and not (args.to == "legacy" and job.tuning is not None):
+        print(f"vtrain: note: it is a HyperparameterTuningJob on Vertex AI, which --to {args.to} cannot hold (use "
+              "--to rest); this is the trials' job", file=sys.stderr)
+    if args.to == GCLOUD_COMMAND:
+        from . import exports
+
+        sys.stdout.write(exports.gcloud_command(job, _training_region(args.region)))
     else:
-        if job.tuning is not None and args.to != "legacy":
-            print(f"vtrain: note: its hyperparameters make it a HyperparameterTuningJob on Vertex AI, which --to "
-                  f"{args.to} cannot hold (use --to rest); this is the trials' job", file=sys.stderr)
         sys.stdout.write(job.dump(args.to, as_yaml=args.yaml))
     return 0
+
+
+def _job_or_trials(path: str) -> tuple[JobSpec, Any]:
+    """The job in a file, and the HyperparameterTuningJob it is part of, if any: the file is a tuning
+    job's body (its trials' job), or a legacy job with `hyperparameters`."""
+    from . import tuning
+
+    resource = tuning.load_request(path)
+    if resource is not None:
+        return tuning.trial_base_job(resource), resource
+    job = _load(path)
+    return job, job.tuning_job()
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     from . import cluster, validate
 
-    job = validate.check(_load(args.spec))
+    job = validate.check(_job_or_trials(args.spec)[0])  # a tuning job: its trials' (see --trial)
     mask = not args.show_env_values
     reps = cluster.replicas(job, trial=args.trial, style=args.addresses, legacy=args.legacy, mask_env=mask)
     if args.replica:
@@ -412,7 +436,7 @@ def _print_env(replica: Any, job: JobSpec, mask: bool) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from . import validate
+    from . import sensitive, validate
     from .launch.prepare import local_output_folder
     from .runner import Supervisor
 
@@ -437,7 +461,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             except OSError:  # the terminal is gone (SIGHUP): the job's folder still has it all
                 pass
 
-    if args.job_dir:
+    if args.job_dir is not None:
+        if not args.job_dir.strip() or "://" in args.job_dir:
+            raise WorkbenchError(f"--job-dir: {args.job_dir!r} is not a folder on this machine (the job's logs "
+                                 "and files; its outputs go to the job's baseOutputDirectory, which may be gs://)")
         _usable_folder(args.job_dir, "--job-dir")
     sup = Supervisor(job, backend=args.backend, job_dir=args.job_dir, on_lines=None if args.quiet else echo,
                      on_note=say, on_state=lambda state: states.is_final(state) or say(f"job {sup.job_id} {state}"))
@@ -451,7 +478,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if result.error:
-        say(result.error)
+        say(sensitive.mask_urls(result.error))
     say(_summary(result))
     return result.exit_code
 
@@ -466,12 +493,12 @@ def cmd_submit(args: argparse.Namespace) -> int:
     where = handle.console_url or "the local service"
     print(f"submitted {handle.name} ({where})")
     if not args.follow:
-        print(f"follow it with: vtrain logs {handle.id} --follow")
+        print(f"follow it with: vtrain logs {handle.id} --follow{target.flags()}")
         return 0
     try:
         _print_logs(handle, None, follow=True)
     except KeyboardInterrupt:
-        print(f"stopped following; the job goes on (vtrain cancel {handle.id})")
+        print(f"stopped following; the job goes on (vtrain cancel {handle.id}{target.flags()})")
         return 130
     state = handle.wait()
     if handle.error:
@@ -561,7 +588,8 @@ def cmd_notebook(args: argparse.Namespace) -> int:
 
     path = Path(args.path)
     if not path.is_file():
-        raise WorkbenchError(f"NOTEBOOK: no such file {path}")
+        raise WorkbenchError(f"NOTEBOOK: {path} is a folder, not a notebook" if path.is_dir() else
+                             f"NOTEBOOK: no such file {path}")
     read_notebook(path)  # before saying it runs
     print(f"running {path} ...", flush=True)
     run = run_notebook(path, Path(args.output) if args.output else None)
@@ -651,14 +679,14 @@ def cmd_tune(args: argparse.Namespace) -> int:
     target = _target(args)
     handle = submit_tuning(resource, target, source_dir=source_dir)
     print(f"submitted {handle.name} ({handle.console_url or 'the local service'})")
-    for note in [*preflight.notices(trial_job, target), *tuning.notices(resource)]:
+    for note in [*preflight.notices(trial_job, target), *tuning.notices(resource, local=target.local)]:
         print(f"note: {note}")
     if args.no_wait:
         return 0
     try:
         state = _follow_trials(handle)
     except KeyboardInterrupt:
-        print(f"stopped following; the tuning job goes on ({handle.name})")
+        print(f"stopped following; the tuning job goes on (vtrain cancel {handle.id}{target.flags()})")
         return 130
     final = handle.resource
     _print_trials(final)

@@ -51,6 +51,9 @@ ROLES = ("primary", "worker", "parameter_server", "evaluator")
 TF_TASKS = ("chief", "worker", "ps", "evaluator")
 PYTORCH_VARIABLES = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK")  # set below, for torch.distributed
 LEGACY_TASKS = ("master", "worker", "ps", "evaluator")
+# each replica's TF_CONFIG and CLUSTER_SPEC name every replica, so listing N replicas takes memory growing as
+# N squared (about 48 MB for 1,000): beyond this a typo (replicaCount 1000000) would exhaust the machine
+MAX_LISTED_REPLICAS = 1000
 
 
 @dataclass(frozen=True)
@@ -88,20 +91,24 @@ def replicas(
     ports: Sequence[int] | None = None,
     job_id: str | None = None,
     output_dir: str | None = None,
-    legacy: bool | None = None,
+    legacy: bool = False,
     mask_env: bool = False,
 ) -> list[Replica]:
     """Every replica of `job`, in pool order, with the environment Vertex would give it.
 
     `ports` (process style) gives one port per replica in order; `output_dir`
     replaces the job's base output directory (local runs map it to a folder);
-    `legacy` forces AI Platform mode on or off (default: on for trainingInput jobs);
+    `legacy` gives AI Platform's names instead (what a trainingInput job got there: `master` unless
+    useChiefInTfConfig, CLUSTER_SPEC's master/worker/ps/evaluator); a job runs with Vertex's, whatever
+    format it came in, on Vertex AI and on this machine alike;
     `mask_env` shows the job's `env` values as *** (for display only).
     """
     if style not in ADDRESS_STYLES:
         raise SpecError("--addresses", f"unknown address style {style!r} (valid: {', '.join(ADDRESS_STYLES)})")
-    legacy = job.legacy is not None if legacy is None else legacy
     trial_id = None if trial in (None, "") else str(trial)
+    if job.replica_count > MAX_LISTED_REPLICAS:
+        raise SpecError("workerPoolSpecs", f"{job.replica_count:,} replicas: too many to work out each one's "
+                        f"environment here (at most {MAX_LISTED_REPLICAS:,}; every replica's names all the others)")
     slots = [(pos, i) for pos, pool in job.pools for i in range(pool.replica_count)]
     if not slots or slots[0][0] != 0:
         raise SpecError("workerPoolSpecs[0]", "the primary pool is required")

@@ -7,8 +7,9 @@ could not be read (prices.json says why and what was left out). So every figure 
 estimate with that date, and a pool whose machine or accelerator has no price in the region is named
 as not priced, never guessed: the totals then cover the priced pools only and say so.
 
-`Estimate.text(spot)` is what `vtrain cost` and the dry run print; `Estimate.summary()` is the one
-line the configurator shows. Nothing here imports widgets or the client library's services.
+`Estimate.text()` is what `vtrain cost` and the dry run print; `Estimate.summary()` is the one
+line the configurator shows; both lead with Spot prices when the job asks for Spot VMs. Nothing here
+imports widgets or the client library's services.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ class Estimate:
     region: str
     pools: tuple[PoolCost, ...]
     flex_start: bool = False  # priced on demand: the Dynamic Workload Scheduler's prices are not in the data
+    spot_strategy: bool = False  # the job asks for Spot VMs (spot_by_default): its figures lead with Spot
 
     def total(self, spot: bool = False) -> float:
         return sum(t for p in self.pools if (t := p.total(spot)) is not None)
@@ -93,11 +95,13 @@ class Estimate:
         if not any(p.on_demand is not None for p in self.pools):
             return f"No cost estimate for {self.region}: {'; '.join(self.unpriced) or 'no pools'}"
         partial = f"; {len(self.unpriced)} pool(s) not priced" if self.unpriced else ""
-        return (f"{money(self.on_demand)}/h on demand, {money(self.spot)}/h Spot{partial} "
-                f"({self.label})")
+        figures = [f"{money(self.on_demand)}/h on demand", f"{money(self.spot)}/h Spot"]
+        return f"{', '.join(figures[::-1] if self.spot_strategy else figures)}{partial} ({self.label})"
 
-    def text(self, spot: bool = False) -> str:
-        """A table of the pools, the total per hour (Spot prices with `spot`), what is not priced."""
+    def text(self, spot: bool | None = None) -> str:
+        """A table of the pools, the total per hour (Spot prices with `spot`; default: when the job asks
+        for Spot VMs), what is not priced."""
+        spot = self.spot_strategy if spot is None else spot
         kind = "Spot" if spot else "on demand"
         rows = [("POOL", "REPLICAS", "MACHINE", "ACCELERATORS", "EACH", "POOL/H")]
         for p in self.pools:
@@ -151,7 +155,7 @@ def estimate(job: JobSpec, region: str) -> Estimate:
         pools.append(PoolCost(pos, pool.replica_count, ms.machine_type, accel, ms.accelerator_count if accel else 0,
                               on_demand, spot, missing))
     flex = job.spec.scheduling.strategy == v1.Scheduling.Strategy.FLEX_START
-    return Estimate(job.display_name, region, tuple(pools), flex_start=flex)
+    return Estimate(job.display_name, region, tuple(pools), flex_start=flex, spot_strategy=spot_by_default(job))
 
 
 def spot_by_default(job: JobSpec) -> bool:

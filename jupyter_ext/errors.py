@@ -7,6 +7,7 @@ User mistakes are `WorkbenchError`s: the CLI and the magics print their one-line
 from __future__ import annotations
 
 import re
+from urllib.parse import urlsplit
 
 
 class WorkbenchError(Exception):
@@ -84,12 +85,48 @@ class FilterError(WorkbenchError):
         super().__init__(message if position is None else f"filter: {message} at position {position}")
 
 
+class UnreachableError(WorkbenchError):
+    """An API endpoint that does not answer (not the user's request: the panel answers 502)."""
+
+
 class ServiceError(WorkbenchError):
     """An error of the local service's API: HTTP status, google.rpc status name and message."""
 
     def __init__(self, http: int, status: str, message: str) -> None:
         self.http, self.status = http, status
         super().__init__(message)
+
+
+def without_request(message: str) -> str:
+    """An API client's error message without the request it starts with over REST ("GET http://...: ")."""
+    return re.sub(r"^(GET|POST|PUT|PATCH|DELETE) \S+: ", "", message)
+
+
+def no_answer(exc: BaseException) -> tuple[str, str] | None:
+    """(where, why) of an HTTP request that got no answer: the scheme and host asked
+    (`http://127.0.0.1:1`) and the reason (`connection refused`, `no answer in time`), for the
+    `requests` errors that say so (the clients of Vertex AI, Cloud Logging and Cloud Storage use
+    `requests`); None for any other error."""
+    import requests
+
+    if not isinstance(exc, (requests.ConnectionError, requests.Timeout, requests.exceptions.ChunkedEncodingError)):
+        return None
+    url = urlsplit(exc.request.url or "") if exc.request is not None else None
+    where = f"{url.scheme}://{url.netloc}" if url and url.netloc else "the server"
+    if isinstance(exc, requests.Timeout):
+        return where, "no answer in time"
+    if isinstance(exc, requests.exceptions.SSLError):
+        return where, "the TLS handshake failed (is it a plain http:// service?)"
+    cause: BaseException | None = exc
+    for _ in range(10):  # requests wraps urllib3's error, which wraps the socket's
+        if cause is None:
+            break
+        if isinstance(cause, OSError) and cause.strerror:
+            return where, cause.strerror[:1].lower() + cause.strerror[1:]
+        reason = getattr(cause, "reason", None)
+        nested = cause.args[0] if cause.args and isinstance(cause.args[0], BaseException) else None
+        cause = reason if isinstance(reason, BaseException) else cause.__cause__ or nested or cause.__context__
+    return where, "the connection failed"
 
 
 def client_error_message(exc: BaseException) -> str | None:
@@ -100,7 +137,7 @@ def client_error_message(exc: BaseException) -> str | None:
     from google.auth.exceptions import GoogleAuthError
 
     if isinstance(exc, GoogleAPICallError):
-        message = re.sub(r"^(GET|POST|PUT|PATCH|DELETE) \S+: ", "", exc.message or "")
+        message = without_request(exc.message or "")
         return " ".join(f"{exc.code.value if exc.code else ''} {message}".split())
     if isinstance(exc, GoogleAuthError):
         return " ".join(f"Google Cloud credentials: {exc}".split())

@@ -109,7 +109,8 @@ def _pool_keys(pool: dict[str, Any], pos: int, shared: dict[str, list[str]], los
                                    ("replica-count", pool.pop("replicaCount", 0))]
     if "acceleratorType" in ms:
         keys += [("accelerator-type", ms.pop("acceleratorType")), ("accelerator-count", ms.pop("acceleratorCount", 0))]
-    if container := pool.pop("containerSpec", None):
+    if "containerSpec" in pool:  # present, even empty (`{}`: no image yet), as spec.pool_image reads it
+        container = pool.pop("containerSpec")
         keys.append(("container-image-uri", container.pop("imageUri", "")))
         for key in ("command", "args"):
             if container.get(key, []) == shared.get(key, []):

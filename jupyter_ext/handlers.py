@@ -42,7 +42,7 @@ from traitlets import Float, Unicode
 from traitlets.config import Configurable
 
 from . import cluster, launch, paths, sensitive, states
-from .errors import WorkbenchError
+from .errors import UnreachableError, WorkbenchError, without_request
 from .spec import JobSpec, message_to_dict
 
 NAMESPACE = "vertex-train"
@@ -186,9 +186,19 @@ class BaseHandler(APIHandler):
 
     def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
         if isinstance(value, tornado.web.HTTPError):  # its text is a message, not a %-format (it may hold a '%')
-            self.log.warning("%d %s: %s", value.status_code, self._request_summary(), value.log_message)
+            self.log.warning("%d %s: %s", value.status_code, self._request_summary(), value.get_message())
         else:
             super().log_exception(typ, value, tb)
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        """As jupyter_server writes an error (`{"message", "reason"}`), with the message as raised:
+        jupyter_server sends tornado's `log_message`, which doubles each `%` of a message."""
+        error = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(error, tornado.web.HTTPError) and error.get_message():
+            self.set_header("Content-Type", "application/json")
+            self.finish(json.dumps({"message": error.get_message(), "reason": error.reason}))
+        else:
+            super().write_error(status_code, **kwargs)
 
     @property
     def workbench(self) -> VertexTrain:
@@ -202,7 +212,7 @@ class BaseHandler(APIHandler):
 
     def handle(self, job_id: str) -> launch.Handle:
         if not _VALID_JOB_ID.fullmatch(job_id):
-            raise tornado.web.HTTPError(404, f"CustomJob {job_id!r} does not exist")
+            raise tornado.web.HTTPError(404, f"CustomJob {job_id} does not exist")  # as the service says it
         try:
             return launch.attach(job_id, self.workbench.target(self.source()))
         except WorkbenchError as exc:
@@ -216,6 +226,8 @@ class BaseHandler(APIHandler):
         """A client call's answer; its errors become HTTP errors."""
         try:
             return await call
+        except UnreachableError as exc:
+            raise tornado.web.HTTPError(502, str(exc)) from None
         except WorkbenchError as exc:
             raise tornado.web.HTTPError(400, str(exc).replace("\n", "; ")) from None
         except Exception as exc:
@@ -395,8 +407,11 @@ def _http_error(exc: Exception) -> tornado.web.HTTPError:
 
 
 def _message(exc: BaseException) -> str:
-    text = getattr(exc, "message", None) or str(exc) or type(exc).__name__
-    return str(text).splitlines()[0] if str(text).strip() else type(exc).__name__
+    """The first line of an error, without the request the client sent (`GET http://...: `)."""
+    text = str(getattr(exc, "message", None) or exc).strip()
+    if not text:
+        return type(exc).__name__
+    return without_request(text.splitlines()[0])
 
 
 def _iso(stamp: datetime | None) -> str | None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from .errors import SpecError
 
@@ -108,17 +108,23 @@ def add_arguments(parser: Any, when: str = "") -> None:
                         f"(default: {DEFAULT_TRIALS})")
 
 
-def positive(text: str) -> int:
-    """argparse type of the limits' flags: a whole number, at least 1."""
+def at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse type: a whole number, at least `minimum` (argparse names the flag in its error)."""
     import argparse
 
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
+    def whole_number(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be at least {minimum}, not {value}")
+        return value
+
+    return whole_number
+
+
+positive = at_least(1)  # the limits' flags, and counts of trials
 
 
 # ---------------------------------------------------------------- checks at create

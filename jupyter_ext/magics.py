@@ -7,6 +7,7 @@ widgets. A user's mistake is a `UsageError` with one line, never a traceback.
 
 from __future__ import annotations
 
+import keyword
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -14,17 +15,20 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import display
 
-from . import catalog, environment, scheduling, states, waiting
+from . import catalog, environment, limits, scheduling, states, waiting
 from .errors import WorkbenchError, client_error_message
+from .sensitive import mask_urls
 from .names import DEFAULT_BACKEND, MAX_FAILED_HELP, STAGING_BUCKET_FLAG, TARGET_FLAGS, TUNING_PARALLEL, TUNING_TRIALS
 
 if TYPE_CHECKING:  # the client library loads when a magic first runs, not at %load_ext
     from . import launch
     from .spec import JobSpec
 
+ENDED_JOB_WAIT = 60.0  # seconds %vertex_logs waits for an ended job's log, to keep it in the saved notebook
+_COUNT = limits.at_least(0)  # replicas of a pool, failed trials
 JOB_COLUMNS = ["id", "display_name", "state", "replicas", "create_time", "start_time", "end_time"]
 
 
@@ -69,13 +73,13 @@ class VertexTrainMagics(Magics):
     @argument("destination", nargs="?", help="a variable that receives the job handle")
     @argument("--config", metavar="VAR", help="the pool layout: a PoolConfigurator, a JobSpec, a job dict, or a "
               "job file path, from a variable of the notebook (or a path)")
-    @argument("--workers", type=int, default=0, metavar="N", help="worker replicas (pool 1)")
+    @argument("--workers", type=_COUNT, default=0, metavar="N", help="worker replicas (pool 1)")
     @argument("--machine-type", default=catalog.DEFAULT_MACHINE, metavar="TYPE", help="machine type of every pool")
     @argument("--accelerator", default="", metavar="TYPE:COUNT", help="GPUs on the primary and the workers, "
               "e.g. NVIDIA_TESLA_T4:1")
-    @argument("--ps", type=int, default=0, metavar="N", help="parameter server replicas (pool 2)")
-    @argument("--evaluators", type=int, default=0, metavar="N", help="evaluator replicas (pool 3)")
-    @argument("--reduction-server", type=int, default=0, metavar="N", help="Reduction Server replicas (pool 2)")
+    @argument("--ps", type=_COUNT, default=0, metavar="N", help="parameter server replicas (pool 2)")
+    @argument("--evaluators", type=_COUNT, default=0, metavar="N", help="evaluator replicas (pool 3)")
+    @argument("--reduction-server", type=_COUNT, default=0, metavar="N", help="Reduction Server replicas (pool 2)")
     @argument("--tpu", default="", metavar="SPEC", help="a TPU job: cloud-tpu:TPU_V3:8 or ct5lp-hightpu-4t:2x2")
     @argument("--name", default="vertex-train", help="the job's display name")
     @argument("--base-image", metavar="IMAGE", help="the image the trainer builds on: tf, tf-gpu, pytorch-gpu, "
@@ -102,11 +106,11 @@ class VertexTrainMagics(Magics):
               "categorical, discrete); every trial's replicas get them as --name=value")
     @argument("--metric", metavar="METRIC:GOAL", help="with --tune: the metric the trainer reports with "
               "cloudml-hypertune and its goal, e.g. accuracy:maximize")
-    @argument("--trials", type=int, default=TUNING_TRIALS, metavar="N",
+    @argument("--trials", type=limits.positive, default=TUNING_TRIALS, metavar="N",
               help=f"with --tune: how many trials (default {TUNING_TRIALS})")
-    @argument("--parallel", type=int, default=TUNING_PARALLEL, metavar="N",
+    @argument("--parallel", type=limits.positive, default=TUNING_PARALLEL, metavar="N",
               help=f"with --tune: trials at once (default {TUNING_PARALLEL})")
-    @argument("--max-failed", type=int, default=0, metavar="N", help=f"with --tune: {MAX_FAILED_HELP}")
+    @argument("--max-failed", type=_COUNT, default=0, metavar="N", help=f"with --tune: {MAX_FAILED_HELP}")
     @argument("--algorithm", choices=("random", "grid", "bayesian"), help="with --tune: the search (default: "
               "Vertex AI's Bayesian optimization, random search on this machine)")
     @_scheduling_arguments
@@ -114,7 +118,7 @@ class VertexTrainMagics(Magics):
     @cell_magic
     def vertex_train(self, line: str, cell: str) -> None:
         """Package this cell as the trainer, build it, launch it as a CustomJob, and show it live."""
-        args = parse_argstring(self.vertex_train, line)
+        args = parse_flags(self.vertex_train, line)
         with _user_errors():
             shown = self._train(args, cell)
         if shown is not None:
@@ -122,7 +126,7 @@ class VertexTrainMagics(Magics):
 
     async def vertex_train_async(self, line: str, cell: str) -> None:
         """`%%vertex_train` in a kernel: the same, waiting so that the job's view stays live (see `waiting`)."""
-        args = parse_argstring(self.vertex_train, line)
+        args = parse_flags(self.vertex_train, line)
         with _user_errors():
             shown = self._train(args, cell)
         if shown is not None:
@@ -149,6 +153,9 @@ class VertexTrainMagics(Magics):
         from . import cell as cells
         from . import launch, packaging
 
+        cells.check_trainer(source)
+        if args.show_env_values and not args.dry_run:
+            raise WorkbenchError("--show-env-values: only with --dry-run (the monitor never shows env values)")
         study = _study(args)
         job = scheduling.from_args(self._layout(args).with_env(environment.env_flags(args.env)), args)
         if args.job_dir:
@@ -156,7 +163,7 @@ class VertexTrainMagics(Magics):
         target = self._target(args)
         context, folder = cells.context_for(source, requirements=args.requirements, base_image=args.base_image,
                                             job=job, region=packaging.multi_region(target.region))
-        trainer_args = cells.split_args(_unquote(args.args))
+        trainer_args = cells.split_args(args.args)
         if target.address_style == "process" or (not target.local and not args.image):
             job = cells.for_package(job, folder, context.base_image, trainer_args)  # no image to build
         elif args.dry_run:
@@ -164,30 +171,43 @@ class VertexTrainMagics(Magics):
         else:
             launch.preflight.check(cells.for_image(job, args.image or "", trainer_args), target)  # before building
             job = cells.for_image(job, self._build(args, context, folder, target, job), trainer_args)
+        tuning_job = None if study is None else self._tuning_job(args, job, study, target.local)
         if args.dry_run:
+            if not target.local:
+                launch.preflight.check(job, target)  # what the real run checks before anything goes
             region = target.region if not target.local else launch.target.resolve_region(args.region)
-            print(cells.dry_run_text(job, context, target.address_style, region, args.show_env_values), end="")
+            print(cells.dry_run_text(job, context, target.address_style, region, args.show_env_values,
+                                     offered_in=launch.preflight.region_of(target), tuning_job=tuning_job), end="")
             return None
         for note in launch.preflight.notices(job, target):
             print(f"note: {note}")
-        if study is not None:
-            return self._tune(args, job, target, study)
+        if tuning_job is not None:
+            return self._tune(tuning_job, target, study, args)
         handle = launch.submit(job, target)
         from widgets.monitor import JobMonitor
 
-        return self._show(args, handle, JobMonitor(handle), f"%vertex_cancel {handle.id}")
+        return self._show(args, handle, JobMonitor(handle), f"%vertex_cancel {handle.id}{target.flags()}")
 
-    def _tune(self, args: Any, job: JobSpec, target: launch.Target, study: Any) -> _Shown | None:
-        """`--tune`: a HyperparameterTuningJob whose trials run the job, shown live by a TuningMonitor."""
+    @staticmethod
+    def _tuning_job(args: Any, job: JobSpec, study: Any, local: bool) -> Any:
+        """`--tune`: the HyperparameterTuningJob whose trials run the job, checked as the real run checks it."""
+        from . import launch, validate
+
+        resource = launch.tuning_request(job, study, max_trials=args.trials, parallel=args.parallel,
+                                         max_failed=args.max_failed)
+        validate.check_tuning(resource, local=local)
+        return resource
+
+    def _tune(self, resource: Any, target: launch.Target, study: Any, args: Any) -> _Shown | None:
+        """Create the tuning job, shown live by a TuningMonitor."""
         from widgets.tuning import TuningMonitor
 
         from . import launch, tuning
 
-        handle = launch.submit_tuning(launch.tuning_request(job, study, max_trials=args.trials,
-                                                            parallel=args.parallel, max_failed=args.max_failed), target)
-        for note in tuning.notices(study):
+        handle = launch.submit_tuning(resource, target)
+        for note in tuning.notices(study, local=target.local):
             print(f"note: {note}")
-        return self._show(args, handle, TuningMonitor(handle), handle.name)
+        return self._show(args, handle, TuningMonitor(handle), f"%vertex_cancel {handle.id}{target.flags()}")
 
     def _show(self, args: Any, handle: launch.Handle, view: Any, stop_hint: str) -> _Shown | None:
         """Give the user the handle and the live view; what to wait for unless --no-wait."""
@@ -204,10 +224,17 @@ class VertexTrainMagics(Magics):
         from .spec import JobSpec
 
         if args.config:
+            inline = [flag for flag, value, default in _layout_flags(args) if value != default]
+            if inline:
+                raise WorkbenchError(f"{', '.join(inline)}: the layout comes from --config; change it there, "
+                                     "or drop --config to lay the job out with flags")
             source = self.shell.user_ns.get(args.config, args.config)
             if source is args.config and not os.path.exists(args.config):
                 raise WorkbenchError(f"--config: no variable or file named {args.config!r}")
-            job = JobSpec.load(source if isinstance(source, JobSpec) else getattr(source, "spec", source))
+            try:
+                job = JobSpec.load(source if isinstance(source, JobSpec) else getattr(source, "spec", source))
+            except WorkbenchError as exc:
+                raise WorkbenchError(f"--config {args.config}: {exc}") from None
             job.display_name = args.name if args.name != "vertex-train" else job.display_name
             return job
         layout = cells.Layout(args.workers, args.machine_type, args.accelerator, args.ps, args.evaluators,
@@ -232,9 +259,13 @@ class VertexTrainMagics(Magics):
             raise WorkbenchError("--image: Vertex AI runs an image from a registry; name one, e.g. "
                                  "us-central1-docker.pkg.dev/PROJECT/REPO/trainer")
         progress = BuildProgress()
-        display(progress)
-        result = images.build_and_push(context, image=args.image, push_image=bool(args.image), context_dir=folder,
-                                       on_event=progress.add, platform=catalog.image_platform(job))
+        shown = display(progress, display_id=True)
+        try:
+            result = images.build_and_push(context, image=args.image, push_image=bool(args.image), context_dir=folder,
+                                           on_event=progress.add, platform=catalog.image_platform(job))
+        finally:
+            if shown is not None:
+                shown.update(progress)  # the saved notebook keeps the steps and the image (or the failure)
         return result.reference
 
     # ---- line magics -------------------------------------------------------------
@@ -250,7 +281,7 @@ class VertexTrainMagics(Magics):
 
         from . import launch
 
-        args = parse_argstring(self.vertex_jobs, line)
+        args = parse_flags(self.vertex_jobs, line)
         with _user_errors():
             target = self._target(args)
             collection = launch.TUNING_JOBS if args.tuning else launch.CUSTOM_JOBS
@@ -282,12 +313,15 @@ class VertexTrainMagics(Magics):
         if isinstance(handle, launch.TuningHandle):
             from widgets.tuning import TuningMonitor
 
-            display(TuningMonitor(handle))
-            return
-        monitor = self.monitor = JobMonitor(handle)
-        if args.replica:
-            monitor.show_replica(args.replica)
-        display(monitor)
+            view: Any = TuningMonitor(handle)
+        else:
+            view = self.monitor = JobMonitor(handle)
+            if args.replica:
+                view.show_replica(args.replica)
+        shown = display(view, display_id=True)
+        if states.is_final(view.state) and shown is not None:  # an ended job: its whole log, kept in the notebook
+            view.wait(ENDED_JOB_WAIT)
+            shown.update(view)
 
     @magic_arguments()
     @_job_arguments
@@ -303,7 +337,7 @@ class VertexTrainMagics(Magics):
         """A line magic's flags, and a handle on the job they name."""
         from . import launch
 
-        args = parse_argstring(magic, line)
+        args = parse_flags(magic, line)
         with _user_errors():
             return args, launch.attach_any(args.job, self._target(args))
 
@@ -318,7 +352,7 @@ def _study(args: Any) -> Any:
         return None
     if not args.metric:
         raise WorkbenchError("--metric: --tune needs the metric to optimize, e.g. --metric accuracy:maximize")
-    return tuning.study_spec(_unquote(args.tune), _unquote(args.metric), args.algorithm)
+    return tuning.study_spec(args.tune, args.metric, args.algorithm)
 
 
 @contextmanager
@@ -330,13 +364,39 @@ def _user_errors() -> Iterator[None]:
     try:
         yield
     except WorkbenchError as exc:
-        raise UsageError(str(exc).replace("\n", "; ")) from None
+        raise UsageError(mask_urls(str(exc)).replace("\n", "; ")) from None
     except (GoogleAPICallError, GoogleAuthError) as exc:
-        raise UsageError(client_error_message(exc)) from None
+        raise UsageError(mask_urls(client_error_message(exc) or "")) from None
 
 
-def _unquote(text: str) -> str:
-    """IPython keeps the quotes around a flag's value (`--args "--lr 0.1"`)."""
-    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
-        return text[1:-1]
-    return text
+def _layout_flags(args: Any) -> list[tuple[str, Any, Any]]:
+    """The inline layout flags: (flag, its value, its default)."""
+    return [("--workers", args.workers, 0), ("--machine-type", args.machine_type, catalog.DEFAULT_MACHINE),
+            ("--accelerator", args.accelerator, ""), ("--ps", args.ps, 0), ("--evaluators", args.evaluators, 0),
+            ("--reduction-server", args.reduction_server, 0), ("--tpu", args.tpu, "")]
+
+
+def parse_flags(magic: Any, line: str) -> Any:
+    """A magic's flags, split as a shell splits them (`--name "my job"` is `my job`, without the quotes;
+    IPython's own splitting keeps them). A flag taking one value takes the next word whatever it is,
+    so `--args "--verbose"` works. A destination that is not a Python name is refused."""
+    import shlex
+
+    try:
+        words = shlex.split(line)
+    except ValueError as exc:
+        raise UsageError(f"the magic's line: {exc}") from None
+    parser = magic.parser
+    single = {flag for action in parser._actions if action.nargs is None and action.option_strings
+              for flag in action.option_strings}
+    argv: list[str] = []
+    for word in words:
+        if argv and argv[-1] in single:
+            argv[-1] = f"{argv[-1]}={word}"  # `--flag=value`: argparse takes a value starting with '-' so
+        else:
+            argv.append(word)
+    args = parser.parse_args(argv)
+    destination = getattr(args, "destination", None)
+    if destination and (not destination.isidentifier() or keyword.iskeyword(destination)):
+        raise UsageError(f"destination: {destination!r} is not a Python name for the job handle")
+    return args

@@ -166,6 +166,7 @@ def _in_container(job_id: str, task_name: str, argv: Sequence[str]) -> int:
 
 def _run(argv: list[str], **kwargs: Any) -> int:
     try:
-        return subprocess.run(argv, **kwargs).returncode
+        code = subprocess.run(argv, **kwargs).returncode
     except OSError as exc:
         raise WorkbenchError(f"COMMAND: cannot run {argv[0]!r}: {exc.strerror}") from None
+    return 128 - code if code < 0 else code  # killed by signal N: 128+N, as a shell says it

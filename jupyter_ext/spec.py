@@ -26,7 +26,9 @@ that can hold it:
   field, rather than dropped: `scheduling.maxWaitTime` (Vertex's
   `maxWaitDuration` only applies to FLEX_START jobs), `scheduling.priority`,
   `tpuTfVersion`, and in `hyperparameters` `resumePreviousJobId` and
-  `enableTrialEarlyStopping: true`. So are keys that are not AI Platform fields.
+  `enableTrialEarlyStopping: true`. So are keys that are not AI Platform fields, and a
+  `workerCount` (`parameterServerCount`, `evaluatorCount`) above 0 without its `workerType`
+  (AI Platform's rule). `scaleTier` is read by name or by AI Platform's number.
 - Scheduling and access fields (`scheduling.*`, `serviceAccount`, `network`, `reservedIpRanges`,
   `enableWebAccess`, `enableDashboardAccess`, `tensorboard`, `persistentResourceId`, and a pool's
   `reservationAffinity`) are CustomJobSpec fields, so every Vertex format holds them. The SDK form
@@ -35,10 +37,17 @@ that can hold it:
   `disable_retries`) and reads those or a `scheduling` mapping (not both for one field). Dumping to legacy
   refuses, one line naming the field, those a trainingInput cannot hold (all but `timeout`,
   `serviceAccount`, `network` and `enableWebAccess`).
+- Dumping to legacy keeps what a trainingInput holds and refuses the rest, one line naming the field:
+  a package job's module, packages and args are one for every replica and its images come from a
+  `runtimeVersion`; a base output directory is a `jobDir` only with `--job-dir DIR` ending every
+  replica's args (what reading a jobDir gives); `env` and a master of more replicas than one have
+  no equivalent. Reading the trainingInput back must give the job written, else the first field
+  that would change is refused.
 - A job with a study (`tuning`) dumps its trial job in the Vertex formats;
   `tuning_job()` is the HyperparameterTuningJob to send, and `legacy` holds both.
 
-Whatever is given, a mistake is one SpecError line, never another exception: `read_job_file`
+Whatever is given, a mistake is one SpecError line naming the field's full path in the words of
+JSON and YAML (`parse_message`), never another exception: `read_job_file`
 takes only a regular UTF-8 text file of at most MAX_JOB_FILE_BYTES (a folder, a pipe, a binary or
 an unreadable file is named as such); `parse_job_text` bounds nesting (MAX_NESTING) and, YAML
 aliases expanded, size (MAX_YAML_NODES: a "billion laughs" is refused), and refuses keys that are
@@ -50,6 +59,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import datetime
 import json
 import os
 import re
@@ -61,7 +71,8 @@ from typing import Any
 
 import yaml
 from google.cloud.aiplatform_v1 import types as v1
-from google.protobuf import json_format
+from google.protobuf import json_format, message_factory
+from google.protobuf.descriptor import FieldDescriptor
 
 from . import catalog
 from .errors import SpecError
@@ -89,6 +100,10 @@ LEGACY_MACHINES: dict[str, tuple[str, str, int]] = {
 }
 # trainingInput role prefixes in pool order.
 LEGACY_ROLES = ("master", "worker", "parameterServer", "evaluator")
+_LEGACY_TIER_NAMES = ("BASIC", "STANDARD_1", "PREMIUM_1", "BASIC_GPU", "BASIC_TPU", "CUSTOM")
+# TrainingInput.ScaleTier's numbers (googleapis, google/cloud/ml/v1/job_service.proto); that file predates
+# BASIC_TPU, whose number is published nowhere found: it is taken by name only
+_LEGACY_SCALE_TIERS = {0: "BASIC", 1: "STANDARD_1", 3: "PREMIUM_1", 6: "BASIC_GPU", 5: "CUSTOM"}
 # every TrainingInput field (AI Platform REST reference); any other key is refused
 _LEGACY_FIELDS = {
     "scaleTier", "jobDir", "args", "useChiefInTfConfig", "packageUris", "pythonModule", "runtimeVersion",
@@ -111,6 +126,7 @@ _NO_LEGACY = ("scheduling.strategy", "scheduling.maxWaitDuration", "scheduling.r
               "scheduling.disableRetries", "reservedIpRanges", "enableDashboardAccess", "tensorboard",
               "persistentResourceId")
 _NO_LEGACY_MACHINE = ("reservationAffinity", "gpuPartitionSize")
+_DEFAULT_RUNTIME = "2.11"  # the runtimeVersion of a package job that gives none
 
 
 @dataclass
@@ -236,8 +252,7 @@ class JobSpec:
         if _has(data, "trainingInput") or _has(data, "scaleTier") or _has(data, "masterType"):
             return _checked(_from_legacy(data, display_name), "")
         if _has(data, "jobSpec"):
-            _check_pools(data.get("jobSpec", data.get("job_spec")), "jobSpec.")
-            job = _parse(data, v1.CustomJob, "")  # output-only fields (state, times...) parse and are ignored
+            job = parse_message(data, v1.CustomJob, "")  # output-only fields (state, times...) parse and are ignored
             return _checked(cls(job.display_name or display_name or "job", job.job_spec, dict(job.labels),
                                 encryption_spec=job.encryption_spec), "jobSpec.")
         if "workerPoolSpecs" in data:
@@ -415,7 +430,7 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
 
 def parse_job_text(text: str, where: str) -> Any:
     """JSON or YAML text (YAML is a superset of JSON) as plain data; one SpecError naming `where`
-    for anything else, and for nesting or aliases beyond MAX_NESTING and MAX_YAML_NODES."""
+    for anything else, for no value at all, and for nesting or aliases beyond MAX_NESTING and MAX_YAML_NODES."""
     try:
         data = yaml.load(text, Loader=_SafeLoader)
     except _Refused as exc:
@@ -426,6 +441,8 @@ def parse_job_text(text: str, where: str) -> Any:
         raise SpecError("", f"{where} is not valid JSON or YAML{at}: {getattr(exc, 'problem', exc)}") from None
     except (ValueError, OverflowError) as exc:  # a value YAML reads but Python cannot hold: a date, a huge number
         raise SpecError("", f"{where} holds a value that cannot be read: {exc}") from None
+    if data is None:  # nothing, comments, or a bare null
+        raise SpecError("", f"{where} is empty: it holds no JSON or YAML value")
     _check_shape(data, where)
     return data
 
@@ -495,20 +512,131 @@ def _camel(name: str) -> str:
     return head + "".join(w[:1].upper() + w[1:] for w in rest)
 
 
-def _parse(data: Any, message_type: Any, prefix: str) -> Any:
-    """Parse proto3 JSON (either key style) into a v1 message; errors name the field path."""
-    if not isinstance(data, dict):
-        raise SpecError(prefix, f"must be a mapping, not {_kind(data)}")
+def parse_message(data: Any, message_type: Any, prefix: str = "") -> Any:
+    """Parse proto3 JSON (either key style) into a v1 message of `message_type`; a mistake is one SpecError
+    naming its full path under `prefix` (`workerPoolSpecs[0].containerSpec.args[1]`) in the user's words."""
     pb = message_type.pb()()
+    # keys and shape first: protobuf keeps the last of a field given twice (`imageUri` and `image_uri`), and its
+    # parser fails on some shapes (a text where a message goes) with a SystemError
+    if problem := _json_problem(data, pb.DESCRIPTOR, prefix, values=False):
+        raise SpecError(*problem)
     try:
         json_format.ParseDict(data, pb)
-    except json_format.ParseError as exc:
-        raise _field_error(str(exc), prefix) from None
-    except (TypeError, AttributeError, ValueError) as exc:  # protobuf's parser meeting a shape it did not expect
-        raise SpecError(prefix, f"cannot be read: {exc}") from None
+    except (json_format.ParseError, TypeError, AttributeError, ValueError) as exc:
+        # protobuf's text names the path only sometimes, and in Python's words: find the value it refused
+        path, reason = _json_problem(data, pb.DESCRIPTOR, prefix) or (prefix, _protobuf_reason(str(exc)))
+        raise SpecError(path, reason) from None
     if unknown := unknown_enum_value(pb, prefix):
         raise SpecError(*unknown)
     return message_type.wrap(pb)
+
+
+def _json_problem(data: Any, message: Any, path: str, values: bool = True) -> tuple[str, str] | None:
+    """The first value of `data`, proto3 JSON for the message type `message`, that protobuf's parser
+    refuses, as (its path, why): an unknown or repeated key, a value of the wrong kind or one out of range
+    (without `values`, only the keys and the shape are checked: each scalar is left unparsed)."""
+    if not isinstance(data, dict):
+        fields = ", ".join(f.json_name for f in message.fields[:2])
+        return path, f"expected a mapping ({fields}, ...), not {_kind(data)}"
+    fields = {f.json_name: f for f in message.fields} | {f.name: f for f in message.fields}
+    given: dict[str, str] = {}  # a field's or a oneof's name -> the key that set it
+    for key, value in data.items():
+        field = fields.get(key)
+        if field is None:
+            return path, f"unknown field {key!r}"
+        where = f"{path}.{field.json_name}" if path else field.json_name
+        oneof = field.containing_oneof if value is not None else None
+        if field.name in given:
+            return where, f"given twice, as {given[field.name]} and as {key}; keep one"
+        if oneof and oneof.name in given:
+            return path, f"give only one of {' or '.join(f.json_name for f in oneof.fields)}"
+        given[field.name] = key
+        if oneof:
+            given[oneof.name] = key
+        if value is None:  # proto3 JSON: the field's default
+            continue
+        if field.message_type and field.message_type.GetOptions().map_entry:
+            if not isinstance(value, dict):
+                return where, f"expected a mapping, not {_kind(value)}"
+            entry = field.message_type.fields_by_name["value"]
+            items = [(f"{where}[{k!r}]", v) for k, v in value.items()]
+        elif field.is_repeated:
+            if not isinstance(value, list):
+                return where, f"expected a list, not {_kind(value)}"
+            entry, items = field, [(f"{where}[{i}]", v) for i, v in enumerate(value)]
+        else:
+            entry, items = field, [(where, value)]
+        for item_path, item in items:
+            if problem := _value_problem(item, entry, item_path, values):
+                return problem
+    return None
+
+
+def _value_problem(value: Any, field: Any, where: str, values: bool) -> tuple[str, str] | None:
+    """(where, why) if protobuf refuses `value` for one value of `field`, else None."""
+    if value is None:
+        return where, "null is not allowed here; remove it or give a value"
+    if field.message_type and not field.message_type.full_name.startswith("google.protobuf."):
+        return _json_problem(value, field.message_type, where, values)
+    if not values:
+        return None
+    # a scalar, or a well-known type written as one (a Duration is "3600s"): protobuf's own rules decide
+    holder = message_factory.GetMessageClass(field.containing_type)()
+    try:
+        json_format.ParseDict({field.name: [value] if field.is_repeated else value}, holder)
+    except (json_format.ParseError, TypeError, AttributeError, ValueError) as exc:
+        return where, _scalar_reason(value, field, str(exc))
+    return None
+
+
+def _scalar_reason(value: Any, field: Any, text: str) -> str:
+    """Why protobuf refused `value` for `field` (its error `text`), in the words of JSON and YAML."""
+    kind = field.type
+    if kind in (field.TYPE_STRING, field.TYPE_BYTES) and not isinstance(value, str):
+        return _not_text(value)
+    if field.enum_type is not None:
+        names = ", ".join(v.name for v in field.enum_type.values[1:])
+        if isinstance(value, str):
+            return f"invalid value {value!r} (valid: {names})"
+        return f"expected one of {names}, not {_kind(value)}"
+    if kind == field.TYPE_BOOL:
+        return f"must be true or false{' (without quotes)' if isinstance(value, str) else ''}, not {_kind(value)}"
+    if field.cpp_type in _INTEGER_TYPES:
+        if "out of range" in text:
+            return f"{value} is out of range"
+        return f"not a whole number: {value!r}"
+    if kind in (field.TYPE_DOUBLE, field.TYPE_FLOAT):
+        return f"not a number: {value!r}"
+    if field.message_type is not None and field.message_type.full_name == "google.protobuf.Duration":
+        return f'expected a duration in seconds such as "3600s", not {value!r}'
+    return _protobuf_reason(text)
+
+
+_INTEGER_TYPES = {FieldDescriptor.CPPTYPE_INT32, FieldDescriptor.CPPTYPE_INT64, FieldDescriptor.CPPTYPE_UINT32,
+                  FieldDescriptor.CPPTYPE_UINT64}
+
+
+def _not_text(value: Any) -> str:
+    """Why a value YAML or JSON typed (`5`, `true`, `2024-01-02`, `!!binary`) is not the text a field takes."""
+    if isinstance(value, bytes):
+        return "binary data (YAML !!binary) is not text; write the text itself"
+    if isinstance(value, bool):
+        what, shown = "true or false", str(value).lower()
+    elif isinstance(value, (int, float)):
+        what, shown = "a number", str(value)
+    elif isinstance(value, datetime.datetime):
+        what, shown = "a date and time", value.isoformat()
+    elif isinstance(value, datetime.date):
+        what, shown = "a date", value.isoformat()
+    else:
+        return f"expected text, not {_kind(value)}"
+    return f'{shown} is {what}; write it as text ("{shown}")'
+
+
+def _protobuf_reason(text: str) -> str:
+    """protobuf's ParseError text without its nesting ("Failed to parse x field: ...") and location."""
+    reason = re.sub(r"^(Failed to parse \w+ field: )+", "", text).split(" at ")[0].split("\n")[0].rstrip(".")
+    return f"cannot be read: {reason}"
 
 
 def unknown_enum_value(message: Any, path: str = "") -> tuple[str, str] | None:
@@ -543,43 +671,7 @@ def _kind(value: Any) -> str:
 
 
 def _parse_spec(data: dict[str, Any], prefix: str) -> v1.CustomJobSpec:
-    _check_pools(data, f"{prefix}." if prefix else "")
-    return _parse(data, v1.CustomJobSpec, prefix)
-
-
-def _check_pools(spec: Any, prefix: str) -> None:
-    """Parse pools one by one first, so an error names the pool's index."""
-    if not isinstance(spec, dict):
-        return
-    pools = spec.get("workerPoolSpecs", spec.get("worker_pool_specs"))
-    if not isinstance(pools, list):
-        return
-    for i, pool in enumerate(pools):
-        _parse(pool if pool is not None else {}, v1.WorkerPoolSpec, f"{prefix}workerPoolSpecs[{i}]")
-
-
-_ENUMS = {"AcceleratorType": v1.AcceleratorType, "Strategy": v1.Scheduling.Strategy}
-
-
-def _field_error(text: str, prefix: str) -> SpecError:
-    """Turn protobuf's nested ParseError text into `path: reason`."""
-    chain = re.findall(r"Failed to parse (\w+) field: ", text)
-    at = re.search(r' at "?[A-Za-z]+\.([\w.\[\]]+)"?', text)
-    path = at.group(1).rstrip(".") if at else ".".join(chain)
-    reason = re.sub(r"^(Failed to parse \w+ field: )+", "", text).split(" at ")[0].split("\n")[0].rstrip(".")
-    if m := re.match(r"Invalid enum value (\S+) for enum type [\w.]+\.(\w+)", reason):
-        names = [e.name for e in _ENUMS.get(m.group(2), [])][1:]
-        reason = f"invalid value {m.group(1)!r}" + (f" (valid: {', '.join(names)})" if names else "")
-    elif m := re.search(r'has no field named "(\w+)"', reason):
-        reason = f"unknown field {m.group(1)!r}"
-        if not at and chain:
-            path = ".".join(chain)
-    elif "oneof" in reason:
-        reason = "give exactly one of containerSpec or pythonPackageSpec"
-    elif m := re.search(r"invalid literal for int\(\) with base 10: (.+)", reason):
-        reason = f"not a whole number: {m.group(1)}"
-    path = ".".join(x for x in (prefix, path) if x)
-    return SpecError(path, reason)
+    return parse_message(data, v1.CustomJobSpec, prefix)
 
 
 # CustomJob.run() keywords that set Scheduling fields (google-cloud-aiplatform 2.7,
@@ -735,10 +827,10 @@ def _from_legacy(data: dict[str, Any], display_name: str | None) -> JobSpec:
     if not isinstance(ti, dict):
         raise SpecError(where, "must be a mapping")
     _check_legacy_fields(ti, where)
-    for key in ("scaleTier", "jobDir", "pythonModule", "region", "runtimeVersion", "pythonVersion",
+    for key in ("jobDir", "pythonModule", "region", "runtimeVersion", "pythonVersion",
                 *(f"{role}Type" for role in LEGACY_ROLES)):
         _text(ti.get(key), f"{where}.{key}", numbers=key in ("runtimeVersion", "pythonVersion"))
-    tier = (ti.get("scaleTier") or ("CUSTOM" if "masterType" in ti else "BASIC")).upper()
+    tier = _scale_tier(ti.get("scaleTier"), f"{where}.scaleTier") or ("CUSTOM" if "masterType" in ti else "BASIC")
     if tier == "BASIC":
         master_type = ti.get("masterType") or "standard"
     elif tier == "CUSTOM":
@@ -746,8 +838,8 @@ def _from_legacy(data: dict[str, Any], display_name: str | None) -> JobSpec:
         if not master_type:
             raise SpecError(f"{where}.masterType", "required when scaleTier is CUSTOM")
     else:
-        raise SpecError(f"{where}.scaleTier", f"{tier} is not supported (its machines are not published); "
-                                               "use CUSTOM with masterType, workerCount and parameterServerCount, or BASIC")
+        raise SpecError(f"{where}.scaleTier", f"{tier} is not supported (its machines are not published); use "
+                                               "CUSTOM with masterType, workerCount and parameterServerCount, or BASIC")
     master_image = (ti.get("masterConfig") or {}).get("imageUri", "")
     pools: list[dict[str, Any]] = []
     for pos, role in enumerate(LEGACY_ROLES):
@@ -755,7 +847,9 @@ def _from_legacy(data: dict[str, Any], display_name: str | None) -> JobSpec:
         if count == 0 or (pos > 0 and tier == "BASIC"):
             pools.append({})
             continue
-        mtype = master_type if pos == 0 else ti.get(f"{role}Type") or master_type
+        mtype = master_type if pos == 0 else ti.get(f"{role}Type")
+        if not mtype:  # AI Platform's rule (TrainingInput in google/cloud/ml/v1/job_service.proto)
+            raise SpecError(f"{where}.{role}Type", f"required when {role}Count is more than 0 (scaleTier CUSTOM)")
         pools.append(_legacy_pool(ti, role, mtype, count, master_image, f"{where}.{role}Config"))
     while len(pools) > 1 and not pools[-1]:
         pools.pop()
@@ -773,6 +867,20 @@ def _from_legacy(data: dict[str, Any], display_name: str | None) -> JobSpec:
     key = str((ti.get("encryptionConfig") or {}).get("kmsKeyName") or "")
     return JobSpec(job_id, spec, dict(labels), legacy, encryption_spec=v1.EncryptionSpec(kms_key_name=key),
                    tuning=tuning)
+
+
+def _scale_tier(value: Any, where: str) -> str:
+    """A trainingInput's scaleTier, given by name or by number, as its name ("" when absent)."""
+    if isinstance(value, int) and not isinstance(value, bool) or isinstance(value, str) and value.isdecimal():
+        if int(value) in _LEGACY_SCALE_TIERS:
+            return _LEGACY_SCALE_TIERS[int(value)]
+        numbers = ", ".join(f"{number} {name}" for number, name in _LEGACY_SCALE_TIERS.items())
+        raise SpecError(where, f"invalid value {value}: write the tier's name (its number is not known here; "
+                               f"known: {numbers})")
+    tier = _text(value, where).upper()
+    if tier and tier not in _LEGACY_TIER_NAMES:
+        raise SpecError(where, f"invalid value {value!r} (valid: {', '.join(_LEGACY_TIER_NAMES)})")
+    return tier
 
 
 def _check_legacy_fields(ti: Any, where: str) -> None:
@@ -808,7 +916,7 @@ def _legacy_spec_fields(ti: dict[str, Any], where: str) -> dict[str, Any]:
     if "maxRunningTime" in (ti.get("scheduling") or {}):
         timeout = ti["scheduling"]["maxRunningTime"]
         try:
-            _parse({"timeout": timeout}, v1.Scheduling, "")
+            parse_message({"timeout": timeout}, v1.Scheduling)
         except SpecError as exc:  # name the field the user wrote
             raise SpecError(f"{where}.scheduling.maxRunningTime", exc.message) from None
         out["scheduling"] = {"timeout": timeout}
@@ -823,13 +931,19 @@ def _count(ti: dict[str, Any], role: str, where: str) -> int:
         raise SpecError(f"{where}.{role}Count", f"not a whole number: {raw!r}") from None
 
 
-def _legacy_pool(ti: dict[str, Any], role: str, mtype: str, count: int, master_image: str, where: str) -> dict[str, Any]:
+def _legacy_pool(ti: dict[str, Any], role: str, mtype: str, count: int, master_image: str,
+                 where: str) -> dict[str, Any]:
     cfg = ti.get(f"{role}Config") or {}
     machine, gpu, gpus = LEGACY_MACHINES.get(mtype, (mtype, "", 0))
     accel = cfg.get("acceleratorConfig") or {}
-    if accel.get("type") and str(accel["type"]) not in v1.AcceleratorType.__members__:
+    kind = accel.get("type")
+    if kind is not None and str(kind) not in v1.AcceleratorType.__members__:
         names = ", ".join(list(v1.AcceleratorType.__members__)[1:])
-        raise SpecError(f"{where}.acceleratorConfig.type", f"invalid value {accel['type']!r} (valid: {names})")
+        # AI Platform numbered its AcceleratorType apart from Vertex AI; its numbers are published nowhere found
+        why = "write the accelerator's name (AI Platform's number for it is not known here)" \
+            if isinstance(kind, int) and not isinstance(kind, bool) else ""
+        raise SpecError(f"{where}.acceleratorConfig.type",
+                        f"invalid value {kind!r}{': ' + why if why else ''} (valid: {names})")
     machine_spec: dict[str, Any] = {"machineType": machine}
     if accel or gpu:
         machine_spec["acceleratorType"] = accel.get("type", gpu)
@@ -846,7 +960,8 @@ def _legacy_pool(ti: dict[str, Any], role: str, mtype: str, count: int, master_i
         pool["containerSpec"] = container
     elif ti.get("pythonModule"):
         pool["pythonPackageSpec"] = {
-            "executorImageUri": _runtime_image(str(ti.get("runtimeVersion") or "2.11"), bool(gpus or accel)),
+            "executorImageUri": _runtime_image(str(ti.get("runtimeVersion") or _DEFAULT_RUNTIME),
+                                               bool(gpus or accel)),
             "packageUris": list(ti.get("packageUris") or []),
             "pythonModule": ti["pythonModule"],
             "args": args,
@@ -857,18 +972,83 @@ def _legacy_pool(ti: dict[str, Any], role: str, mtype: str, count: int, master_i
     return pool
 
 
+_NO_LEGACY_WHY = "AI Platform's trainingInput has no equivalent; write the job as rest, gcloud or sdk instead"
+
+
 def _check_legacy_dump(job: JobSpec) -> None:
     """One SpecError naming the first field AI Platform's trainingInput has no equivalent for."""
-    why = "AI Platform's trainingInput has no equivalent; write the job as rest, gcloud or sdk instead"
     body = message_to_dict(job.spec)  # default values (STANDARD unset, False, empty) are left out
     for path in _NO_LEGACY:
         head, _, leaf = path.rpartition(".")
         if leaf in (body.get(head, {}) if head else body):
-            raise SpecError(path, why)
-    for pos, pool in enumerate(body.get("workerPoolSpecs", [])):
+            raise SpecError(path, _NO_LEGACY_WHY)
+    pools = body.get("workerPoolSpecs", [])
+    if len(pools) > len(LEGACY_ROLES):
+        raise SpecError(f"workerPoolSpecs[{len(LEGACY_ROLES)}]", _NO_LEGACY_WHY)
+    if int(pools[0].get("replicaCount", 1) if pools else 1) > 1:
+        raise SpecError("workerPoolSpecs[0].replicaCount", "AI Platform's trainingInput has one master replica; "
+                                                           "write the job as rest, gcloud or sdk instead")
+    package: tuple[int, dict[str, Any]] | None = None  # the first pool running a Python package
+    for pos, pool in enumerate(pools):
         for key in _NO_LEGACY_MACHINE:
             if key in pool.get("machineSpec", {}):
-                raise SpecError(f"workerPoolSpecs[{pos}].machineSpec.{key}", why)
+                raise SpecError(f"workerPoolSpecs[{pos}].machineSpec.{key}", _NO_LEGACY_WHY)
+        for task in ("containerSpec", "pythonPackageSpec"):
+            if "env" in pool.get(task, {}):
+                raise SpecError(f"workerPoolSpecs[{pos}].{task}.env", _NO_LEGACY_WHY)
+        if "pythonPackageSpec" not in pool:
+            continue
+        package = package or (pos, pool["pythonPackageSpec"])
+        for key in ("pythonModule", "packageUris", "args"):  # a trainingInput holds each once, for every replica
+            if pool["pythonPackageSpec"].get(key) != package[1].get(key):
+                raise SpecError(f"workerPoolSpecs[{pos}].pythonPackageSpec.{key}",
+                                f"differs from workerPoolSpecs[{package[0]}]'s, and AI Platform's trainingInput "
+                                f"has one {key} for every replica; write the job as rest, gcloud or sdk instead")
+
+
+def _legacy_spec(job: JobSpec) -> tuple[v1.CustomJobSpec, str]:
+    """The job's spec and jobDir as a trainingInput holds them. Reading a jobDir passes `--job-dir DIR` to every
+    replica and makes DIR the base output directory (`custom_job_spec`), so a base output directory is a jobDir
+    when every replica's args end with that flag (taken off here); else it is refused, one line."""
+    spec = v1.CustomJobSpec.wrap(copy.deepcopy(job.spec._pb))
+    base = spec.base_output_directory.output_uri_prefix
+    job_dir = job.legacy.job_dir if job.legacy else ""
+    where = "baseOutputDirectory.outputUriPrefix"
+    if job_dir or not base:
+        if base and base != job_dir:
+            raise SpecError(where, f"differs from the jobDir ({job_dir}), a trainingInput's only output folder; "
+                                   "write the job as rest, gcloud or sdk instead")
+        return spec, job_dir
+    for pos, pool in _existing(spec):
+        args = _pool_args(pool)
+        if list(args[-2:]) != ["--job-dir", base]:
+            raise SpecError(where, f"a trainingInput holds it only as jobDir, which also passes --job-dir {base} to "
+                                   f"every replica: end each pool's args with those two to keep it (workerPoolSpecs"
+                                   f"[{pos}]'s do not), or write the job as rest, gcloud or sdk instead")
+        del args[-2:]
+    spec._pb.ClearField("base_output_directory")
+    return spec, base
+
+
+def _legacy_runtime(spec: v1.CustomJobSpec, given: str) -> str:
+    """The runtimeVersion (`given`, else read from the images) whose images (`_runtime_image`) the package pools
+    run; one SpecError naming the first pool whose image no runtime version gives."""
+    version = given
+    for pos, pool in _existing(spec):
+        if "python_package_spec" not in pool:
+            continue
+        image = pool.python_package_spec.executor_image_uri
+        if not version:
+            m = re.fullmatch(rf"{re.escape(PREBUILT_TRAINING)}/tf-(?:cpu|gpu)\.(\d+)-(\d+):latest", image)
+            version = f"{m[1]}.{m[2]}" if m else _DEFAULT_RUNTIME
+        expected = _runtime_image(version, bool(pool.machine_spec.accelerator_count))
+        if image != expected:
+            gives = f"its runtimeVersion {given} gives {expected}" if given else \
+                f"a runtimeVersion gives only {_runtime_image('M.N', False)} (tf-gpu with accelerators)"
+            raise SpecError(f"workerPoolSpecs[{pos}].pythonPackageSpec.executorImageUri",
+                            f"AI Platform's trainingInput has no image for a Python package: {gives}; write the "
+                            "job as rest, gcloud or sdk instead")
+    return version
 
 
 def _runtime_image(runtime: str, gpu: bool) -> str:
@@ -880,15 +1060,21 @@ def _runtime_image(runtime: str, gpu: bool) -> str:
 
 def _to_legacy(job: JobSpec) -> dict[str, Any]:
     _check_legacy_dump(job)
-    spec_pools = list(job.spec.worker_pool_specs) + [v1.WorkerPoolSpec()] * 4
+    spec, job_dir = _legacy_spec(job)
+    legacy = job.legacy or LegacyOptions(re.sub(r"\W", "_", job.display_name))
+    runtime = _legacy_runtime(spec, legacy.runtime_version)
+    spec_pools = list(spec.worker_pool_specs) + [v1.WorkerPoolSpec()] * 4
     master = spec_pools[0]
-    master_image = pool_image(master)
+    master_image = master.container_spec.image_uri if "container_spec" in master else ""
     ti: dict[str, Any] = {"scaleTier": "CUSTOM"}
     for pos, role in enumerate(LEGACY_ROLES):
         pool = spec_pools[pos]
         if is_empty_pool(pool):
             continue
         ms = pool.machine_spec
+        if not ms.machine_type:
+            raise SpecError(f"workerPoolSpecs[{pos}].machineSpec.machineType", "required: AI Platform's trainingInput "
+                                                                              "names each role's machine")
         ti[f"{role}Type"] = ms.machine_type
         if pos:
             ti[f"{role}Count"] = str(pool.replica_count)
@@ -911,11 +1097,11 @@ def _to_legacy(job: JobSpec) -> dict[str, Any]:
             cfg["diskConfig"] = json_format.MessageToDict(pool.disk_spec._pb)
         if cfg:
             ti[f"{role}Config"] = cfg
-    legacy = job.legacy or LegacyOptions(re.sub(r"\W", "_", job.display_name))
     if legacy.use_chief_in_tf_config:
         ti["useChiefInTfConfig"] = True
-    for key, value in (("jobDir", legacy.job_dir), ("region", legacy.region),
-                       ("runtimeVersion", legacy.runtime_version), ("pythonVersion", legacy.python_version),
+    for key, value in (("jobDir", job_dir), ("region", legacy.region),
+                       ("runtimeVersion", runtime if legacy.runtime_version or runtime != _DEFAULT_RUNTIME else ""),
+                       ("pythonVersion", legacy.python_version),
                        ("serviceAccount", job.spec.service_account), ("network", job.spec.network),
                        ("enableWebAccess", job.spec.enable_web_access)):
         if value:
@@ -931,4 +1117,25 @@ def _to_legacy(job: JobSpec) -> dict[str, Any]:
     out: dict[str, Any] = {"jobId": legacy.job_id, "trainingInput": ti}
     if job.labels:
         out["labels"] = dict(job.labels)
+    # whatever the checks above missed: reading the trainingInput back must give the job that was written
+    changed = _first_difference(message_to_dict(job.custom_job_spec()),
+                                message_to_dict(_from_legacy(out, None).custom_job_spec()))
+    if changed is not None:
+        raise SpecError(changed, "AI Platform's trainingInput cannot hold it as it is; write the job as rest, "
+                                 "gcloud or sdk instead")
     return out
+
+
+def _first_difference(a: Any, b: Any, path: str = "") -> str | None:
+    """The path of the first value that differs between two JSON values, None when they are equal."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in [*a, *(k for k in b if k not in a)]:
+            if (found := _first_difference(a.get(key), b.get(key), f"{path}.{key}" if path else key)) is not None:
+                return found
+        return None
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b)):
+            if (found := _first_difference(x, y, f"{path}[{i}]")) is not None:
+                return found
+        return None
+    return None if a == b else path

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from . import packaging, paths
-from .errors import SpecError, WorkbenchError
+from .errors import SpecError, WorkbenchError, no_answer
 
 if TYPE_CHECKING:
     from .launch.target import Target
@@ -32,6 +32,10 @@ PREFIX = "vertex-workbench/packages"
 _BUCKET = re.compile(r"[A-Za-z0-9][\w.-]*")  # loose: Cloud Storage itself says what else it refuses
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # Unicode's control characters (category Cc)
 DISTRIBUTIONS = (".tar.gz", ".tgz", ".whl", ".zip")
+# The first call to a bucket retries for this long at most, and waits this long for each answer: the
+# library's default (120 s of retries) makes an unreachable Cloud Storage (no network, a wrong
+# $STORAGE_EMULATOR_HOST) look like a hang. Once it has answered, the upload keeps the library's patience.
+PROBE_SECONDS = 10.0
 
 
 def split_uri(uri: str, where: str) -> tuple[str, str]:
@@ -108,14 +112,17 @@ def upload(data: bytes, name: str, target: Target) -> str:
     bucket_name, prefix = split_uri(target.staging_bucket, "--staging-bucket")
     path = "/".join(p for p in (prefix.rstrip("/"), PREFIX, hashlib.sha256(data).hexdigest()[:16], name) if p)
     blob = _client(target).bucket(bucket_name).blob(path)
-    from google.api_core.exceptions import NotFound
+    from google.api_core.exceptions import NotFound, RetryError
+    from google.cloud.storage.retry import DEFAULT_RETRY
 
     try:
-        if not blob.exists():
+        if not blob.exists(timeout=PROBE_SECONDS, retry=DEFAULT_RETRY.with_timeout(PROBE_SECONDS)):
             blob.upload_from_string(data, content_type="application/gzip")
     except NotFound:
         raise WorkbenchError(f"--staging-bucket: bucket {bucket_name} does not exist (create it with "
                              f"`gcloud storage buckets create gs://{bucket_name} --location=REGION`)") from None
+    except RetryError as exc:
+        raise WorkbenchError(f"--staging-bucket gs://{bucket_name}: {_failure(exc)}") from None
     return f"gs://{bucket_name}/{path}"
 
 
@@ -129,17 +136,27 @@ def download(uri: str, folder: Path, where: str) -> Path:
     local = folder / hashlib.sha256(uri.encode()).hexdigest()[:16] / re.sub(r"[^\w.-]", "_", Path(path).name)
     if local.is_file():
         return local
-    from google.api_core.exceptions import GoogleAPICallError
+    from google.api_core.exceptions import GoogleAPICallError, RetryError
     from google.auth.exceptions import GoogleAuthError
 
     partial = paths.private_file(local.with_name(local.name + ".partial"))  # the job's folder: the owner's only
     try:
         _client(None).bucket(bucket_name).blob(path).download_to_filename(str(partial))
+    except RetryError as exc:
+        partial.unlink(missing_ok=True)
+        raise WorkbenchError(f"{where}: cannot read {uri}: {_failure(exc)}") from None
     except (GoogleAPICallError, GoogleAuthError) as exc:
         partial.unlink(missing_ok=True)
         raise WorkbenchError(f"{where}: cannot read {uri}: {getattr(exc, 'message', exc)}") from None
     partial.rename(local)
     return local
+
+
+def _failure(exc: Any) -> str:
+    """What the retries of a Cloud Storage call that never succeeded last met, as one line."""
+    if (failure := no_answer(exc.cause)) is not None:
+        return "cannot reach Cloud Storage at {}: {}".format(*failure)
+    return f"Cloud Storage did not answer in time ({exc.cause or exc.message})"
 
 
 def _client(target: Target | None) -> Any:

@@ -173,3 +173,17 @@ def test_the_environment_alone_names_the_project_and_the_endpoint(stand_in: dict
         "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE": stand_in["token_file"]})
     assert path == "/v1/projects/env-project/locations/us-central1/customJobs"
     assert out.startswith("submitted projects/env-project/locations/us-central1/customJobs/")
+
+
+def test_the_hints_vtrain_prints_reach_the_same_vertex_ai(stand_in: dict[str, Any], tmp_path: Path) -> None:
+    """What `vtrain submit` says to run next names the place the job went, so running it finds the job."""
+    import shlex
+
+    job = {"displayName": "hinted", "jobSpec": {"workerPoolSpecs": [
+        pool(1, command=["python", "-c", "print('hello from vertex')"], image=IMAGE)]}}
+    printed, _ = _submit(write_file(tmp_path / "job.json", job), "--project", "my-project", *_at(stand_in))
+    hint = printed.split("follow it with: ", 1)[1].strip()
+    assert hint.endswith(f"--project my-project --region us-central1 --endpoint {stand_in['endpoint']}")
+    argv = shlex.split(hint)[1:] + ["--access-token-file", stand_in["token_file"]]  # the token stays the user's
+    followed = vtrain(*argv)
+    assert followed.returncode == 0 and "hello from vertex" in followed.stdout, followed.stderr

@@ -193,7 +193,7 @@ def test_pytorch_master_is_the_primary_in_cloud_style():
     ({"workerCount": 1, "evaluatorCount": 1}, "chief"),
 ])
 def test_legacy_primary_task_name(ti, primary):
-    reps = replicas(legacy_job(**ti))
+    reps = replicas(legacy_job(**ti), legacy=True)
     tf = env_json(reps[0], "TF_CONFIG")
     assert tf["task"] == {"type": primary, "index": 0}
     other = {"master": "chief", "chief": "master"}[primary]
@@ -201,8 +201,8 @@ def test_legacy_primary_task_name(ti, primary):
     assert reps[0].tf_task == primary
 
 
-def test_legacy_false_forces_chief():
-    reps = replicas(legacy_job(workerCount=2), legacy=False)
+def test_a_legacy_job_runs_with_vertex_names_unless_asked():
+    reps = replicas(legacy_job(workerCount=2))
     tf = env_json(reps[0], "TF_CONFIG")
     assert tf["task"]["type"] == "chief" and list(tf["cluster"]) == ["chief", "worker"]
     assert list(env_json(reps[0], "CLUSTER_SPEC")["cluster"]) == ["workerpool0", "workerpool1"]
@@ -211,7 +211,7 @@ def test_legacy_false_forces_chief():
 def test_legacy_cluster_spec_uses_ai_platform_names():
     job = legacy_job(workerCount=2, parameterServerCount=1, evaluatorCount=1, jobDir="gs://b/census",
                      useChiefInTfConfig=True)
-    reps = replicas(job)
+    reps = replicas(job, legacy=True)
     spec = env_json(reps[1], "CLUSTER_SPEC")
     assert {k: len(v) for k, v in spec["cluster"].items()} == {"master": 1, "worker": 2, "ps": 1, "evaluator": 1}
     assert spec["task"] == {"type": "worker", "index": 0}

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from conftest import vtrain_in_process
 from jupyter_ext import exports, scheduling
 from jupyter_ext.errors import WorkbenchError
 from jupyter_ext.spec import JobSpec
@@ -44,6 +45,10 @@ jobSpec:
   baseOutputDirectory: {{outputUriPrefix: gs://bucket/out}}
   scheduling: {{timeout: 7200s}}
 """
+
+# what a legacy trainingInput can hold of it: no per-pool env, no base output directory without --job-dir args
+LEGACY_POOLS = FOUR_POOLS.replace(", env: [{name: MODE, value: x}]", "").replace(
+    "  baseOutputDirectory: {outputUriPrefix: gs://bucket/out}\n", "")
 
 
 @pytest.fixture
@@ -101,6 +106,20 @@ def test_gcloud_command_quotes_for_the_shell():
     assert "--display-name=it's mine" in argv and "--args=--msg,two words" in argv
 
 
+def test_a_container_pool_without_an_image_stays_a_container_pool(tmp_path, capsys):
+    body = {"displayName": "noimg", "jobSpec": {"workerPoolSpecs": [
+        {"machineSpec": {"machineType": "n1-standard-4"}, "replicaCount": "1", "containerSpec": {}}]}}
+    spec = "--worker-pool-spec=machine-type=n1-standard-4,replica-count=1,container-image-uri="
+    assert gcloud_argv(exports.gcloud_command(JobSpec.load(body), "us-central1"))[-1] == spec
+    # exported as it is, as the REST body is (vtrain validate names the missing image)
+    path = tmp_path / "noimg.json"
+    path.write_text(json.dumps(body))
+    code, out, _ = vtrain_in_process(capsys, "convert", str(path), "--to", "rest")
+    assert code == 0 and json.loads(out)["jobSpec"]["workerPoolSpecs"][0]["containerSpec"] == {}
+    code, out, _ = vtrain_in_process(capsys, "convert", str(path), "--to", "gcloud-command")
+    assert code == 0 and gcloud_argv(out)[-1] == spec
+
+
 def test_sdk_code_is_python_that_sets_every_field(job):
     text = exports.sdk_code(job, "europe-west4")
     compile(text, "snippet.py", "exec")
@@ -138,7 +157,9 @@ def test_sdk_code_passes_the_encryption_key_to_the_job(encrypted):
 
 def test_rest_body_and_legacy_carry_the_encryption_key(encrypted):
     assert json.loads(exports.rest_body(encrypted))["encryptionSpec"] == {"kmsKeyName": KEY}
-    assert json.loads(exports.legacy_training_input(encrypted))["trainingInput"]["encryptionConfig"] == {
+    legacy = JobSpec.load(LEGACY_POOLS)
+    legacy.encryption_spec.kms_key_name = KEY
+    assert json.loads(exports.legacy_training_input(legacy))["trainingInput"]["encryptionConfig"] == {
         "kmsKeyName": KEY}
 
 
@@ -152,13 +173,16 @@ def test_gcloud_config_loads_back_to_the_same_job(job):
 def test_rest_body_and_legacy_training_input(job):
     body = json.loads(exports.rest_body(job))
     assert body["displayName"] == "four-pools" and len(body["jobSpec"]["workerPoolSpecs"]) == 4
-    legacy = json.loads(exports.legacy_training_input(job))
+    with pytest.raises(WorkbenchError, match=r"workerPoolSpecs\[0\]\.containerSpec\.env"):
+        exports.legacy_training_input(job)  # a trainingInput has no env: refused, not dropped
+    legacy = json.loads(exports.legacy_training_input(JobSpec.load(LEGACY_POOLS)))
     assert legacy["trainingInput"]["masterType"] == "n1-standard-8"
     assert legacy["trainingInput"]["workerCount"] == "3"
 
 
 @pytest.mark.parametrize("kind", list(exports.KINDS))
 def test_export_by_name(job, kind):
+    job = JobSpec.load(LEGACY_POOLS) if kind == "legacy" else job
     text = exports.export(job, kind, "asia-east1")
     assert text == exports.KINDS[kind].render(job, "asia-east1") and text.endswith("\n")
 

@@ -207,5 +207,5 @@ def test_vtrain_validate_answers_any_file_in_one_way(capsys, content):
     if code == 0:
         assert out == "ok\n"
     else:
-        assert code == 2 and out == "" and err.startswith("vtrain: error: ")
+        assert code == 2 and out == "" and "vtrain: error: " in err  # notes (a retired GPU...) may come first
         assert all(line.startswith(("vtrain: error: ", "vtrain: note: ")) for line in err.splitlines())

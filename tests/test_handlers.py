@@ -142,11 +142,13 @@ def stand_in(monkeypatch: pytest.MonkeyPatch) -> Iterator[VertexStandIn]:
 
 @pytest.fixture
 def google_paced(monkeypatch: pytest.MonkeyPatch) -> str:
-    """The module's local service under another name (localhost, not 127.0.0.1), as the server's Vertex
-    AI: to the workbench it is not the local service, so its log readers take Google's pace."""
+    """The module's local service behind a relay, as the server's Vertex AI: to the workbench it is not
+    the local service, so its log readers take Google's pace."""
+    from conftest import relayed_service
     from jupyter_ext.service import daemon
 
-    endpoint = daemon.ensure_running()["endpoint"].replace("127.0.0.1", "localhost")
+    daemon.ensure_running()
+    endpoint = relayed_service()
     monkeypatch.setenv("CLOUDSDK_AUTH_ACCESS_TOKEN_FILE", str(daemon.token_file()))
     return endpoint
 
@@ -312,7 +314,7 @@ async def test_cancel_stops_a_running_job(jp_fetch: Any) -> None:
     assert body["summary"]["state"] in ("JOB_STATE_RUNNING", "JOB_STATE_CANCELLING", "JOB_STATE_CANCELLED")
     assert handle.wait(timeout=60) == "JOB_STATE_CANCELLED"
     code, error = await _error(jp_fetch, "jobs", handle.id, "cancel", method="POST", body="")
-    assert code == 400 and "already" in error["message"]  # only a running job can be cancelled
+    assert code == 400 and error["message"].startswith(f"CustomJob {handle.id} is already JOB_STATE_CANCELLED")
 
 
 @pytest.mark.parametrize("parts, method", [
@@ -335,12 +337,15 @@ async def test_a_request_without_the_token_is_refused(jp_fetch: Any, parts: tupl
     (("jobs", "not a job; id"), "GET"),
     (("jobs", "4242424242424242424", "logs"), "GET"),
     (("jobs", "4242424242424242424", "cancel"), "POST"),
+    (("jobs", "50%off"), "GET"),
 ])
 async def test_a_bad_job_id_is_a_404_json_error(jp_fetch: Any, parts: tuple[str, ...], method: str) -> None:
     kwargs: dict[str, Any] = {"body": ""} if method == "POST" else {}
     code, body = await _error(jp_fetch, *parts, method=method, **kwargs)
     assert code == 404 and set(body) <= {"message", "reason"}
-    assert parts[1] in body["message"] and "Traceback" not in json.dumps(body)
+    # the job named as the user wrote it: not the service's request URL, no doubled %
+    assert body["message"] == f"CustomJob {parts[1]} does not exist"
+    assert "http" not in body["message"] and "Traceback" not in json.dumps(body)
 
 
 async def test_vertex_source_without_a_project_is_400(jp_fetch: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -364,6 +369,19 @@ async def test_a_failing_vertex_listing_is_reported_not_a_500(jp_fetch: Any, fin
     (error,) = body["errors"]
     assert error["source"] == "vertex" and error["message"]
     assert finished_job.id in [j["id"] for j in body["jobs"]]  # the local jobs are still listed
+
+
+@pytest.mark.parametrize("jp_server_config", [
+    {"VertexTrain": {"project": "my-project", "region": "europe-west4", "endpoint": "http://127.0.0.1:1"}}],
+    indirect=True, ids=["vertex-unreachable"])
+async def test_a_vertex_endpoint_that_does_not_answer_is_a_502_naming_it(jp_fetch: Any, monkeypatch: pytest.MonkeyPatch,
+                                                                         tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("ya29.not-sent-anywhere\n")
+    monkeypatch.setenv("CLOUDSDK_AUTH_ACCESS_TOKEN_FILE", str(token))
+    code, body = await _error(jp_fetch, "jobs", "123", params={"source": "vertex"})
+    assert code == 502 and body["message"] == "cannot reach the API endpoint http://127.0.0.1:1: connection refused"
+    assert "ya29" not in json.dumps(body)
 
 
 def test_the_installed_config_enables_the_server_extension() -> None:

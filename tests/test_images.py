@@ -17,6 +17,7 @@ from test_packaging import tiny_wheel
 
 from jupyter_ext import build_cli, catalog, images, packaging
 from jupyter_ext.images import BuildError, BuildStep, Built, EngineError, LayerProgress, Pushed, PushError
+from widgets.build import BuildProgress
 
 
 TASK = "import tinydep\nprint('version {n}', tinydep.VALUE)\n"
@@ -49,6 +50,12 @@ def test_build_push_and_pull_by_digest(docker_env: Services, docker_api: Any, tm
     assert any(isinstance(e, LayerProgress) and e.action == "push" and e.status in ("done", "exists")
                for e in pushed)
     digest = pushed[-1].digest
+    progress = BuildProgress()  # the notebook's view of these events, as a saved notebook keeps it
+    for event in [*events, *pushed]:
+        progress.add(event)
+    saved = progress._repr_mimebundle_()["text/plain"].splitlines()
+    assert saved[0].startswith(f"Step 1/7 FROM {docker_env.base_image}") and saved[6].startswith("Step 7/7 ENTRYPOINT")
+    assert saved[7:] == [f"built {ref}", f"image {pushed[-1].ref} digest {digest}"]
 
     for tag in (ref, f"{repo}:mine"):
         docker_api.remove_image(tag)

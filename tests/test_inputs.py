@@ -183,12 +183,75 @@ def test_values_yaml_reads_but_python_cannot_hold(capsys, tmp_path):
         f"job file {job} holds a value that cannot be read: month must be in 1..12")
 
 
+# ---- values of the wrong kind: one line naming the full path, in the words of JSON and YAML -----------------------
+
+POOL = "- machineSpec: {machineType: n1-standard-4}\n  replicaCount: 1\n  containerSpec:\n    imageUri: gcr.io/p/t:1\n"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("workerPoolSpecs:\n" + POOL + "    args: [--epochs, 5]\n",
+     'workerPoolSpecs[0].containerSpec.args[1]: 5 is a number; write it as text ("5")'),
+    ("workerPoolSpecs:\n" + POOL + "    env: [{name: A, value: 1}]\n",
+     'workerPoolSpecs[0].containerSpec.env[0].value: 1 is a number; write it as text ("1")'),
+    ("workerPoolSpecs:\n" + POOL + "    args: [--since, 2024-01-02]\n",
+     'workerPoolSpecs[0].containerSpec.args[1]: 2024-01-02 is a date; write it as text ("2024-01-02")'),
+    ("workerPoolSpecs:\n" + POOL + "    args: [--verbose, yes]\n",
+     'workerPoolSpecs[0].containerSpec.args[1]: true is true or false; write it as text ("true")'),
+    ("workerPoolSpecs:\n" + POOL + "    args: [!!binary aGVsbG8=]\n",
+     "workerPoolSpecs[0].containerSpec.args[0]: binary data (YAML !!binary) is not text; write the text itself"),
+    ("workerPoolSpecs:\n- machineSpec: n1-standard-4\n  containerSpec: {imageUri: gcr.io/p/t:1}\n",
+     "workerPoolSpecs[0].machineSpec: expected a mapping (machineType, acceleratorType, ...), not text"),
+    ("workerPoolSpecs:\n" + POOL + "x-pool: {}\n", "unknown field 'x-pool'"),
+    ("workerPoolSpecs:\n" + POOL + "    imageUri: gcr.io/p/t:2\n".replace("imageUri", "image_uri"),
+     "workerPoolSpecs[0].containerSpec.imageUri: given twice, as imageUri and as image_uri; keep one"),
+    ("workerPoolSpecs:\n" + POOL + "  pythonPackageSpec: {pythonModule: t}\n",
+     "workerPoolSpecs[0]: give only one of containerSpec or pythonPackageSpec"),
+    ("workerPoolSpecs:\n" + POOL + "- null\n",
+     "workerPoolSpecs[1]: null is not allowed here; remove it or give a value"),
+    ("workerPoolSpecs:\n" + POOL + "scheduling: {timeout: 2h}\n",
+     "scheduling.timeout: expected a duration in seconds such as \"3600s\", not '2h'"),
+    ("workerPoolSpecs:\n" + POOL + "enableWebAccess: 'yes'\n",
+     "enableWebAccess: must be true or false (without quotes), not text"),
+    ("workerPoolSpecs:\n" + POOL.replace("replicaCount: 1", "replicaCount: 99999999999999999999"),
+     "workerPoolSpecs[0].replicaCount: 99999999999999999999 is out of range"),
+    ("displayName: j\nlabels: {team: 7}\njobSpec:\n  workerPoolSpecs:\n  - {containerSpec: {imageUri: gcr.io/p/t:1}}\n",
+     "labels['team']: 7 is a number; write it as text (\"7\")"),
+    ("display_name: j\nworker_pool_specs:\n" + POOL.replace("containerSpec", "container_spec") + "    args: [5]\n",
+     'workerPoolSpecs[0].containerSpec.args[0]: 5 is a number; write it as text ("5")'),
+], ids=["arg number", "env value number", "arg date", "arg yes", "arg binary", "machineSpec text", "top-level key",
+        "key twice", "oneof", "null pool", "duration", "bool quoted", "int64 range", "rest labels", "sdk args"])
+def test_a_value_of_the_wrong_kind_is_one_line_naming_its_full_path(capsys, tmp_path, text, message):
+    job = tmp_path / "job.yaml"
+    job.write_text(text)
+    assert one_error_line(*vtrain_in_process(capsys, "validate", str(job))) == message
+
+
+def test_unquoted_yaml_args_are_named_as_a_user_runs_vtrain(tmp_path):
+    """Python's words ("expected string or bytes-like object, got 'int'") and a path without containerSpec and the
+    index were what a user saw."""
+    job = tmp_path / "job.yaml"
+    job.write_text("workerPoolSpecs:\n" + POOL + "    args: [--epochs, 5]\n")
+    for command in ("validate", "convert"):
+        assert cli_error(command, str(job)) == \
+            'workerPoolSpecs[0].containerSpec.args[1]: 5 is a number; write it as text ("5")'
+
+
+@pytest.mark.parametrize("content", ["", "\n\n", "# only a comment\n", "null\n"], ids=["empty", "blank", "comment",
+                                                                                       "null"])
+def test_a_job_file_with_nothing_in_it_says_so(capsys, tmp_path, content):
+    job = tmp_path / "job.yaml"
+    job.write_text(content)
+    for command in ("validate", "convert", "inspect"):
+        assert one_error_line(*vtrain_in_process(capsys, command, str(job))) == \
+            f"job file {job} is empty: it holds no JSON or YAML value"
+
+
 # ---- arguments ------------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("argv,message", [
     (["validate"], "the following arguments are required: SPEC (see vtrain validate --help)"),
     (["inspect", "job.yaml", "--addresses", "moon"], "argument --addresses: invalid choice: 'moon'"),
-    (["tune", "job.yaml", "--trials", "many"], "argument --trials: invalid int value: 'many'"),
+    (["tune", "job.yaml", "--trials", "many"], "argument --trials: not a whole number: 'many'"),
     (["nonsense"], "argument COMMAND: invalid choice: 'nonsense'"),
 ])
 def test_argument_mistakes_are_one_line(argv, message):
@@ -226,7 +289,7 @@ def test_the_magic_says_the_same_about_its_config_file(ipython, capsys, tmp_path
         expected = one_error_line(*vtrain_in_process(capsys, "validate", str(path)))
         with pytest.raises(UsageError) as raised:
             ipython.run_cell_magic("vertex_train", f"--config {path} --dry-run", "print('never runs')")
-        assert str(raised.value) == expected
+        assert str(raised.value) == f"--config {path}: {expected}"  # the magic names its option, then says the same
 
 
 # ---- bucket paths ---------------------------------------------------------------------------------------------------

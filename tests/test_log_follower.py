@@ -106,11 +106,13 @@ def test_a_429_holds_every_reader_and_halves_the_rate(monkeypatch: pytest.Monkey
 
 
 def google_paced(project: str = launch.LOCAL_PROJECT) -> launch.Session:
-    """A session on the running local service under another name (localhost, not 127.0.0.1): to the
-    workbench it is a Vertex AI endpoint, not the local service, so its readers take Google's pace."""
+    """A session on the running local service behind a relay: to the workbench a Vertex AI endpoint, not
+    the local service, so its readers take Google's pace."""
     from google.oauth2.credentials import Credentials
 
-    endpoint = daemon.status()["endpoint"].replace("127.0.0.1", "localhost")
+    from conftest import relayed_service
+
+    endpoint = relayed_service()
     session = launch.Session.of(launch.Target(project=project, local=False, endpoint=endpoint,
                                               credentials=Credentials(token=daemon.read_token())))
     assert session.local_service() is None and ReadPace.of(session).floor >= 5.0

@@ -155,4 +155,5 @@ def test_the_service_says_how_it_runs_and_keeps_it(limited_service: dict[str, An
     done = vtrain("service", "start", "--read-quota", "5")
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "already runs" in done.stderr and "vtrain service stop" in done.stderr
+    assert f"with --read-quota={QUOTA} --ingestion-delay={DELAY:g} --record-requests;" in done.stderr  # its flags
     assert vtrain("service", "start").returncode == 0  # no flags: the running one is fine

@@ -87,6 +87,68 @@ def test_a_bad_flag_is_one_usage_error_without_traceback(ip) -> None:  # type: i
     assert "UsageError" in out.stderr + out.stdout and "Traceback" not in out.stderr + out.stdout
 
 
+def test_quoted_values_reach_the_job_without_their_quotes(ip) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    with capture_output() as out:
+        ip.run_cell_magic("vertex_train", """--name "my job" --env "MSG=hello world" --env OTHER='a "b"' """
+                          """--requirements "pandas>=2.0" 'numpy<3' --args "--verbose" --show-env-values --dry-run""",
+                          CELL)
+    body = json.loads(out.stdout.split("# CustomJob (REST body)\n", 1)[1].split("\n# Cost per hour", 1)[0])
+    assert body["displayName"] == "my job"
+    package = body["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]
+    assert package["env"] == [{"name": "MSG", "value": "hello world"}, {"name": "OTHER", "value": 'a "b"'}]
+    assert package["args"] == ["--verbose"]
+    context = Path(package["packageUris"][0])
+    assert (context / "requirements.txt").read_text().split() == ["pandas>=2.0", "numpy<3"]
+
+
+@pytest.mark.parametrize("line, cell, message", [
+    ("--name e1", "# only a comment\n", r"^the cell: no trainer code below the %%vertex_train line"),
+    ("", "print('unclosed'\n", r"^the cell: line 1: '\(' was never closed \(nothing was launched\)$"),
+    ("--workers -1", CELL, r"^argument --workers: must be at least 0, not -1$"),
+    ("--tune a=int:1:2 --metric m:maximize --trials 0", CELL, r"^argument --trials: must be at least 1, not 0$"),
+    ('--name "unclosed', CELL, r"^the magic's line: No closing quotation$"),
+    ("1bad", CELL, r"^destination: '1bad' is not a Python name for the job handle$"),
+    ("--config layout --workers 3 --machine-type n1-standard-8", CELL,
+     r"^--workers, --machine-type: the layout comes from --config; change it there, or drop --config"),
+    ("--config five", CELL, r"^--config five: a job description must be a mapping or a list of pools, not int$"),
+    ("--show-env-values", CELL, r"^--show-env-values: only with --dry-run"),
+    ("--tune lr=double:0.1:0.001 --metric acc:maximize --dry-run", CELL,
+     r"studySpec.parameters\[0\].doubleValueSpec.minValue: must be below maxValue"),
+    ("--vertex --project p --region us-central1 --staging-bucket gs://b --job-dir /tmp/out --dry-run", CELL,
+     r"^baseOutputDirectory.outputUriPrefix: '/tmp/out' is not a Cloud Storage URI"),
+    ("--vertex --project p --region mars-1 --staging-bucket gs://b --dry-run", CELL,
+     r"^region: Vertex AI custom training is not offered in 'mars-1'"),
+])
+def test_what_would_fail_later_is_one_line_now_and_launches_nothing(  # type: ignore[no-untyped-def]
+        ip, line: str, cell: str, message: str) -> None:
+    """Each mistake is found before anything is built or launched, the dry run included (it checks what the
+    real run checks), in one line naming the flag, the field or the cell."""
+    ip.user_ns.update(layout={"workerPoolSpecs": [{"machineSpec": {"machineType": "n1-standard-4"},
+                                                  "replicaCount": 1, "containerSpec": {"imageUri": "x"}}]}, five=5)
+    jobs_before = set(ip.run_line_magic("vertex_jobs", "")["id"])
+    with pytest.raises(UsageError, match=message):
+        ip.run_cell_magic("vertex_train", line, cell)
+    assert set(ip.run_line_magic("vertex_jobs", "")["id"]) == jobs_before
+
+
+def test_a_tuning_dry_run_shows_the_tuning_job_and_launches_nothing(ip) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    jobs_before = set(ip.run_line_magic("vertex_jobs", "--tuning")["id"])
+    with capture_output() as out:
+        ip.run_cell_magic("vertex_train", '--tune "units=int:1:4" --metric accuracy:maximize --trials 4 '
+                                          "--parallel 2 --env SECRET=s3 --dry-run", CELL)
+    text = out.stdout.split("# HyperparameterTuningJob (REST body; its trials run the CustomJob above)\n", 1)[1]
+    body = json.loads(text.split("\n# Cost per hour", 1)[0])
+    assert (body["maxTrialCount"], body["parallelTrialCount"]) == (4, 2)
+    assert body["studySpec"]["parameters"][0]["parameterId"] == "units"
+    assert body["trialJobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["env"] == [
+        {"name": "SECRET", "value": "***"}]
+    assert set(ip.run_line_magic("vertex_jobs", "--tuning")["id"]) == jobs_before
+
+
 def test_a_state_that_is_not_one_names_the_flag_in_the_magic_and_the_cli(ip) -> None:  # type: ignore[no-untyped-def]
     from google.cloud.aiplatform_v1 import types as v1
 
@@ -121,7 +183,8 @@ def test_vertex_logs_and_cancel_take_a_tuning_jobs_id(ip) -> None:  # type: igno
     assert tuned.id not in set(ip.run_line_magic("vertex_jobs", "")["id"])
     with capture_output() as out:
         ip.run_line_magic("vertex_logs", tuned.id)
-    assert [o.data["text/plain"].split("(")[0] for o in out.outputs] == ["TuningMonitor"]
+    [shown] = [o.data["text/plain"].splitlines() for o in out.outputs]  # a TuningMonitor: the job and its trials
+    assert shown[0].split()[0] == tuned.name and shown[1].split()[:2] == ["trial", "units"]
     with capture_output() as out:
         ip.run_line_magic("vertex_cancel", tuned.id)
     assert out.stdout == f"cancelling {tuned.name}\n"

@@ -59,6 +59,21 @@ def test_with_no_wait_the_cell_succeeds(tmp_path: Path) -> None:
     assert launch.attach(job_id).wait(120) == "JOB_STATE_FAILED"
 
 
+def test_a_saved_notebook_keeps_what_the_views_showed(tmp_path: Path) -> None:
+    """Where widgets do not render (a saved notebook on GitHub, nbconvert, papermill), each view's text says
+    what it showed: a re-attached ended job its state and lines, a --no-wait job its state at launch."""
+    book = _notebook("%load_ext jupyter_ext", "%%vertex_train --name saved job\nprint('hello from the trainer')",
+                     "%vertex_logs {job.id}", "%%vertex_train --name later --no-wait\nprint('later')")
+    NotebookClient(book, timeout=300, kernel_name="python3").execute(cwd=str(tmp_path))
+
+    def saved_text(cell: Any) -> str:
+        return next(out.data["text/plain"] for out in cell.outputs if "text/plain" in out.get("data", {}))
+
+    reattached = saved_text(book.cells[2]).splitlines()
+    assert reattached[0].endswith(" SUCCEEDED") and "[workerpool0-0] hello from the trainer" in reattached
+    assert saved_text(book.cells[3]).split()[1] in ("QUEUED", "PENDING", "RUNNING", "SUCCEEDED")
+
+
 def test_replicas_run_with_the_kernels_python_whoever_started_the_service(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """The service starts from this interpreter; a kernel of another virtual environment submits."""

@@ -47,8 +47,17 @@ def check_codelab(book: nbformat.NotebookNode, jobs: list[JobSummary]) -> None:
     assert len(chief) == 2 and chief == worker
 
 
+def check_chief_or_master(book: nbformat.NotebookNode, jobs: list[JobSummary]) -> None:
+    """Lesson 02: a legacy trainingInput config showed AI Platform's `master`, and runs with Vertex AI's `chief`."""
+    [job] = [job for job in jobs if job.display_name == "legacy_master"]
+    log = (job.logs / "workerpool0-0.log").read_text()
+    assert 'TF_CONFIG task: {"type": "chief", "index": 0}' in log
+    assert 'CLUSTER_SPEC task: {"type": "workerpool0", "index": 0}' in log
+
+
 LESSON_CHECKS: dict[str, Callable[[nbformat.NotebookNode, list[JobSummary]], None]] = {
     "01_multiworker_codelab": check_codelab,
+    "02_tf_config_and_cluster_spec": check_chief_or_master,
 }
 
 

@@ -60,3 +60,17 @@ def test_names_without_a_registry_are_refused_saying_how_to_mean_docker_hub(imag
         (f"workerPoolSpecs[0].containerSpec.imageUri: {image!r} names no registry, so it may be an image only this "
          "machine has; push it (e.g. --image us-central1-docker.pkg.dev/PROJECT/REPO/trainer), or for Docker Hub's "
          f"image write {hub}")]
+
+
+@pytest.mark.parametrize("image", ["localhost:5000/t", "LOCALHOST:5000/t", "Localhost/t", "127.0.0.1:5000/t",
+                                   "127.0.0.2:5000/t", "[::1]:5000/t", "[::ffff:127.0.0.1]:5000/t", "0.0.0.0:5000/t"])
+def test_images_on_a_host_of_this_machine_are_refused(image: str) -> None:
+    """However the host is written: any case, any 127.0.0.0/8 or ::1 address."""
+    assert _problems(image=image) == [
+        (f"workerPoolSpecs[0].containerSpec.imageUri: {image!r} is only on this machine; Vertex AI pulls images from "
+         "a registry it can reach (push it, e.g. --image us-central1-docker.pkg.dev/PROJECT/REPO/trainer)")]
+
+
+@pytest.mark.parametrize("image", ["localhost.example.com:5000/t", "127.example.com/t", "[2001:db8::1]:5000/t"])
+def test_hosts_that_only_look_local_pass(image: str) -> None:
+    assert _problems(image=image) == []

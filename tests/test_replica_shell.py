@@ -102,6 +102,8 @@ def test_a_shell_command_runs_inside_the_replica_with_its_cluster_spec(backend: 
         assert where.stdout.strip() == _printed(job, "workerpool1-0", "CWD")  # the replica's working folder
         failing = vtrain("shell", job, "--", "sh", "-c", "exit 7", env=backend.env)
         assert failing.returncode == 7  # the command's exit code is vtrain's
+        killed = vtrain("shell", job, "--", "sh", "-c", "kill -9 $$", env=backend.env)
+        assert killed.returncode == 128 + 9  # killed by a signal: as a shell says it
     finally:
         _cancel(job)
 

@@ -168,13 +168,19 @@ def test_dump_formats_have_their_own_shape():
     sdk = job.to_dict("sdk")
     assert sdk["display_name"] == "multiworker-cassava-sdk" and sdk["base_output_dir"] == "gs://bucket/cassava"
     assert sdk["worker_pool_specs"][0]["machine_spec"]["machine_type"] == "n1-standard-8"
-    leg = job.to_dict("legacy")
+    leg = no_base_output_directory(job).to_dict("legacy")
     assert leg["jobId"] == "multiworker_cassava_sdk"  # a valid AI Platform job ID
     assert leg["trainingInput"]["masterConfig"]["imageUri"] == "gcr.io/proj/multiworker:cassava"
     assert leg["trainingInput"]["workerCount"] in ("1", 1)
     with pytest.raises(SpecError, match=r"^--format: unknown format 'xml' \(valid: rest, gcloud, sdk, legacy\)$"):
         job.to_dict("xml")
     assert FORMATS == ("rest", "gcloud", "sdk", "legacy")
+
+
+def no_base_output_directory(job: JobSpec) -> JobSpec:
+    job = job.copy()
+    job.spec._pb.ClearField("base_output_directory")
+    return job
 
 
 def test_legacy_job_dumped_for_vertex_carries_job_dir():
@@ -277,8 +283,8 @@ LEGACY_HYPERPARAMETERS = {
         {"parameterName": "batch", "type": "DISCRETE", "discreteValues": [32, 64, 128],
          "scaleType": "UNIT_LINEAR_SCALE"},
     ]}
-LEGACY_FIELDS = {"workerCount": 1, "region": "europe-west4", "serviceAccount": SA, "network": NETWORK,
-                 "enableWebAccess": True, "scheduling": {"maxRunningTime": "7200s"},
+LEGACY_FIELDS = {"workerType": "standard", "workerCount": 1, "region": "europe-west4", "serviceAccount": SA,
+                 "network": NETWORK, "enableWebAccess": True, "scheduling": {"maxRunningTime": "7200s"},
                  "encryptionConfig": {"kmsKeyName": KEY}, "hyperparameters": LEGACY_HYPERPARAMETERS}
 
 
@@ -323,7 +329,7 @@ def test_legacy_fields_round_trip():
     job = legacy_job(**LEGACY_FIELDS)
     ti = job.to_dict("legacy")["trainingInput"]
     for key, value in LEGACY_FIELDS.items():
-        if key != "workerCount":
+        if key not in ("workerType", "workerCount"):
             assert ti[key] == value, key
     assert JobSpec.from_dict(job.to_dict("legacy")) == job
     assert JobSpec.load(job.dump("legacy", as_yaml=True)) == job
@@ -464,7 +470,8 @@ def test_the_sdk_form_means_what_the_real_sdk_sends(monkeypatch):
 @pytest.mark.parametrize("keywords,scheduling", [
     ({"timeout": 0}, {}),  # run(): a timeout of 0 or None is the default, 7 days
     ({"timeout": None, "disable_retries": False}, {}),
-    ({"max_wait_duration": 0, "scheduling_strategy": "FLEX_START"}, {"maxWaitDuration": "0s", "strategy": "FLEX_START"}),
+    ({"max_wait_duration": 0, "scheduling_strategy": "FLEX_START"},
+     {"maxWaitDuration": "0s", "strategy": "FLEX_START"}),
     ({"scheduling_strategy": 4}, {"strategy": "SPOT"}),  # a Scheduling.Strategy is an int
     ({"timeout": 1800, "scheduling": {"strategy": "SPOT"}}, {"timeout": "1800s", "strategy": "SPOT"}),
 ])
@@ -512,7 +519,8 @@ def test_a_wrong_run_keyword_is_one_line_naming_it(keywords, error):
     ("tensorboard", {"tensorboard": TENSORBOARD}),
     ("persistentResourceId", {"persistentResourceId": "pool-1"}),
     ("workerPoolSpecs[1].machineSpec.reservationAffinity",
-     {"workerPoolSpecs": [pool(), pool(machineSpec={"machineType": "n1-standard-4", "reservationAffinity": RESERVATION})]}),
+     {"workerPoolSpecs": [pool(), pool(machineSpec={"machineType": "n1-standard-4",
+                                                    "reservationAffinity": RESERVATION})]}),
     ("workerPoolSpecs[0].machineSpec.gpuPartitionSize",
      {"workerPoolSpecs": [pool(machineSpec={"machineType": "a2-highgpu-1g", "gpuPartitionSize": "1g.5gb"})]}),
 ])
@@ -585,23 +593,27 @@ def test_a_bare_training_input_may_carry_its_job_id():
 
 # ---- legacy AI Platform mapping ------------------------------------------------------------------------
 
+ROLE_TYPES = {"workerType": "standard", "parameterServerType": "standard", "evaluatorType": "standard"}
+
+
 def test_legacy_roles_map_to_pools_in_order():
-    job = legacy_job(workerCount=3, parameterServerCount="2", evaluatorCount=1)
+    job = legacy_job(workerCount=3, parameterServerCount="2", evaluatorCount=1, **ROLE_TYPES)
     assert [(pos, p.replica_count) for pos, p in job.pools] == [(0, 1), (1, 3), (2, 2), (3, 1)]
 
 
 def test_legacy_missing_middle_role_leaves_an_empty_pool():
-    job = legacy_job(parameterServerCount=1)
+    job = legacy_job(parameterServerCount=1, **ROLE_TYPES)
     assert [pos for pos, _ in job.pools] == [0, 2]
     assert len(job.spec.worker_pool_specs) == 3
 
 
-def test_legacy_images_and_types_default_to_the_masters():
+def test_legacy_images_default_to_the_masters():
     job = legacy_job(image="gcr.io/p/master:1", masterType="complex_model_m", workerCount=2, parameterServerCount=1,
+                     workerType="complex_model_m", parameterServerType="large_model",
                      parameterServerConfig={"imageUri": "gcr.io/p/ps:1"})
     pools = list(job.spec.worker_pool_specs)
     assert [p.container_spec.image_uri for p in pools] == ["gcr.io/p/master:1", "gcr.io/p/master:1", "gcr.io/p/ps:1"]
-    assert [p.machine_spec.machine_type for p in pools] == ["n1-highcpu-16"] * 3
+    assert [p.machine_spec.machine_type for p in pools] == ["n1-highcpu-16", "n1-highcpu-16", "n1-highmem-8"]
 
 
 @pytest.mark.parametrize("legacy_name,machine_type", [
@@ -634,7 +646,7 @@ def test_custom_tier_needs_master_type():
 
 
 def test_job_dir_becomes_flag_and_output_directory():
-    job = legacy_job(workerCount=1, parameterServerCount=1, args=["--steps", "5"], jobDir="gs://b/jd")
+    job = legacy_job(workerCount=1, parameterServerCount=1, args=["--steps", "5"], jobDir="gs://b/jd", **ROLE_TYPES)
     spec = job.custom_job_spec()
     assert [list(p.container_spec.args) for _, p in job.pools] == [["--steps", "5"]] * 3
     assert [list(p.container_spec.args) for p in spec.worker_pool_specs] == [
@@ -646,7 +658,8 @@ def test_job_dir_becomes_flag_and_output_directory():
 
 def test_python_module_and_packages_give_python_package_pools():
     job = JobSpec.from_dict({"trainingInput": {
-        "scaleTier": "CUSTOM", "masterType": "standard", "workerCount": 2, "runtimeVersion": "2.11",
+        "scaleTier": "CUSTOM", "masterType": "standard", "workerType": "standard", "workerCount": 2,
+        "runtimeVersion": "2.11",
         "pythonModule": "trainer.task", "packageUris": ["gs://b/trainer-0.1.tar.gz"], "args": ["--lr", "0.1"]}})
     assert [pos for pos, _ in job.pools] == [0, 1]
     for _, p in job.pools:
@@ -698,8 +711,8 @@ def test_bad_enum_name_names_path_and_lists_valid_names(source, path):
 
 def test_legacy_bad_accelerator_names_the_legacy_field():
     text = spec_error({"trainingInput": {
-        "masterType": "standard", "masterConfig": {"imageUri": "gcr.io/p/i"}, "workerCount": 1,
-        "workerConfig": {"acceleratorConfig": {"type": "T4", "count": 1}}}})
+        "masterType": "standard", "masterConfig": {"imageUri": "gcr.io/p/i"}, "workerType": "standard",
+        "workerCount": 1, "workerConfig": {"acceleratorConfig": {"type": "T4", "count": 1}}}})
     # the user wrote trainingInput.workerConfig.acceleratorConfig.type, not a workerPoolSpecs path
     assert text.startswith("trainingInput.workerConfig.acceleratorConfig.type: "), text
 
@@ -712,7 +725,7 @@ def test_non_integer_replica_count_names_pool(count):
 
 def test_legacy_non_integer_count():
     with pytest.raises(SpecError, match=r"^trainingInput\.workerCount: not a whole number: 'two'$"):
-        legacy_job(workerCount="two")
+        legacy_job(workerCount="two", workerType="standard")
 
 
 def test_yaml_syntax_error(tmp_path):

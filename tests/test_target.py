@@ -9,10 +9,10 @@ from typing import Any, Iterator
 
 import pytest
 from IPython.core.error import UsageError
-from IPython.core.magic_arguments import parse_argstring
 
 from conftest import ROOT, vtrain_in_process
 from jupyter_ext import cli
+from jupyter_ext.magics import parse_flags
 from jupyter_ext.errors import WorkbenchError
 from jupyter_ext.handlers import VertexTrain
 from jupyter_ext.launch import Session, Target
@@ -89,7 +89,7 @@ def _cli(flags: str) -> Target:
 
 def _magic(ipython: Any, flags: str) -> Target:
     magics = ipython.magics_manager.registry["VertexTrainMagics"]
-    return magics._target(parse_argstring(magics.vertex_train, flags))
+    return magics._target(parse_flags(magics.vertex_train, flags))
 
 
 # (flags, environment, aiplatform.init's settings, the panel's equivalent config or None: not the

@@ -122,6 +122,9 @@ def test_notices_say_what_runs_differently_here() -> None:
     assert tuning.notices(tuning.study_spec("a=int:1:2", "m:max", "random")) == []
     grid = tuning.notices(tuning.study_spec("lr=double:0.1:1", "m:max", "grid"))
     assert len(grid) == 1 and "grid search takes no double parameters (lr)" in grid[0]
+    # going to Vertex AI, the search runs there as asked: only what Vertex AI itself does differently
+    assert tuning.notices(tuning.study_spec("a=int:1:2", "m:max"), local=False) == []
+    assert tuning.notices(tuning.study_spec("lr=double:0.1:1", "m:max", "grid"), local=False) == grid
 
 
 # ---------------------------------------------------------------- sampling
@@ -292,4 +295,6 @@ def test_the_monitor_updates_from_a_resource_without_a_browser() -> None:
     assert monitor.state == "JOB_STATE_SUCCEEDED" and monitor.best_trial == "2"
     assert list(monitor._trials.options) == ["(choose a trial)", "trial 1", "trial 2", "trial 3", "trial 4"]
     assert "best trial 2" in monitor.to_html() and "<svg" in monitor.to_html()
-    assert monitor._repr_mimebundle_()["text/plain"].startswith("TuningMonitor(")
+    text = monitor._repr_mimebundle_()["text/plain"].splitlines()  # what a saved notebook keeps
+    assert text[0] == "SUCCEEDED" and text[1].split() == ["trial", "units", "opt", "state", "accuracy"]
+    assert text[3].split() == ["2", "7", "adam", "SUCCEEDED", "0.95"] and text[-1] == "best trial: 2"

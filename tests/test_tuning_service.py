@@ -253,16 +253,14 @@ def test_vtrain_logs_and_cancel_take_the_id_vtrain_tune_printed(service: dict, t
 
 
 def test_the_magic_and_vtrain_tune_ask_for_the_same_trials_unless_told(service: dict, tmp_path: Path) -> None:
-    from IPython.core.magic_arguments import parse_argstring
-
-    from jupyter_ext.magics import VertexTrainMagics
+    from jupyter_ext.magics import VertexTrainMagics, parse_flags
 
     spec = write_spec(tmp_path / "job.yaml", [pool(image="x", command=[sys.executable, "-c", "pass"])])
     done = vtrain("tune", str(spec), "--params", "units=int:1:2", "--metric", "accuracy:maximize", "--no-wait")
     assert done.returncode == 0, done.stdout + done.stderr
     handle = launch.attach_tuning(done.stdout.split("submitted ", 1)[1].split()[0])
     handle.cancel()
-    magic = parse_argstring(VertexTrainMagics.vertex_train, "--tune units=int:1:2 --metric accuracy:maximize")
+    magic = parse_flags(VertexTrainMagics.vertex_train, "--tune units=int:1:2 --metric accuracy:maximize")
     assert (handle.resource.max_trial_count, handle.resource.parallel_trial_count) == (10, 1) == \
         (magic.trials, magic.parallel)
 

@@ -69,13 +69,11 @@ def test_legacy_toggle_names_the_primary_master():
                                                 "masterConfig": {"imageUri": "gcr.io/p/census:1"},
                                                 "workerType": "standard", "workerCount": 2}}
     inspector = ClusterInspector(job)
-    assert inspector.legacy_toggle.value is True  # from the job's format
-    assert inspector.table["tf_config_task"][0] == "master:0"
-    inspector.legacy_toggle.value = False
-    assert inspector.legacy is False
+    assert inspector.legacy_toggle.value is False  # what the job gets when it runs, on Vertex AI or here
     assert inspector.table["tf_config_task"][0] == "chief:0"
     assert '"type": "chief"' in inspector.env_html.value
-    inspector.legacy_toggle.value = True
+    inspector.legacy_toggle.value = True  # what it got on AI Platform
+    assert inspector.legacy is True
     assert inspector.table["tf_config_task"][0] == "master:0"
     assert '"type": "master"' in inspector.env_html.value
 

@@ -4,6 +4,7 @@ comes from the core (validate, spec, cluster). Widgets build without a kernel.""
 from __future__ import annotations
 
 import json
+import resource
 from pathlib import Path
 
 import pytest
@@ -163,6 +164,37 @@ def test_replica_table_comes_from_the_cluster():
     assert "workerpool3-0" in w.table.value
 
 
+@pytest.fixture
+def memory_cap():
+    """The test may grow the process by 1 GiB at most (RLIMIT_AS): past that an allocation raises
+    MemoryError, where it would otherwise take the machine's memory."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    status = Path("/proc/self/status").read_text()
+    size = next(int(line.split()[1]) * 1024 for line in status.splitlines() if line.startswith("VmSize:"))
+    resource.setrlimit(resource.RLIMIT_AS, (size + 2**30 if hard == resource.RLIM_INFINITY
+                                            else min(size + 2**30, hard), hard))
+    yield
+    resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def test_a_huge_replica_count_is_counted_not_listed(memory_cap):
+    w = vertex_pools()
+    choose(w.cards[1], replicas=10**12)  # typed by a user: the kernel stays up and responsive
+    more = "… 999,999,999,990 more replicas not listed (to workerpool1-999999999999)"
+    table = replica_frame(w.spec)
+    assert list(table["task name"]) == ["workerpool0-0", *(f"workerpool1-{i}" for i in range(10)), more]
+    assert list(table["role"])[-1] == "worker" and more in w.table.value
+    assert w.valid and w.cost.pools[1].replicas == 10**12
+    assert w.cost.on_demand == pytest.approx(cost.estimate(w.spec, w.region).pools[0].on_demand * (10**12 + 1))
+    assert "  pool 1 workers: 1000000000000 x n1-standard-4, accelerators -" in w.to_text().splitlines()
+    assert "--worker-pool-spec=machine-type=n1-standard-4,replica-count=1000000000000," in w.export("gcloud")
+    loaded = vertex_pools(spec=w.spec.dump("rest"))  # a job file with that many
+    assert loaded.table.value == w.table.value
+    choose(w.cards[1], replicas=11)  # one more than listed: one line says so
+    assert list(replica_frame(w.spec)["task name"])[-2:] == [
+        "workerpool1-9", "… 1 more replica not listed (to workerpool1-10)"]
+
+
 def test_images_default_to_the_primary():
     w = PoolConfigurator()
     w.cards[0].image.value = "gcr.io/p/trainer:2"
@@ -259,6 +291,25 @@ def test_spec_round_trip_of_a_four_pool_custom_job():
     assert w.cards[1].image.value == ""  # same as the primary's
 
 
+@pytest.mark.parametrize("region,accelerator", [("us-central1", "TPU_V3"), ("asia-east1", "TPU_V2")])
+def test_tpu_pod_slices_are_offered_only_where_the_region_offers_them(region, accelerator):
+    w = PoolConfigurator(region=region)
+    card = w.cards[0]
+    choose(card, machine="cloud-tpu", accelerator_type=accelerator)
+    assert values(card.accelerator_count) == [8]  # a single host: the only size offered there
+    assert w.valid, w.problems
+    largest = catalog.valid_accelerators("cloud-tpu")[accelerator][-1]
+    assert (f"{catalog.accelerator_label(accelerator)} Pod slices (32 … {largest} cores; only a single host is "
+            "offered)") in card.missing.value
+    w.region_picker.value = "europe-west4"  # Pod slices are offered there
+    assert values(card.accelerator_count) == list(catalog.valid_accelerators("cloud-tpu")[accelerator])
+    assert "Pod slices" not in card.missing.value
+    choose(card, accelerator_count=32)
+    w.region_picker.value = region  # a chosen Pod slice stays shown, and validation refuses it
+    assert values(card.accelerator_count) == [8, 32] and card.accelerator_count.value == 32
+    assert w.problems == validate.problems(w.spec, region) and "Pod slice (32 cores)" in w.problems[0]
+
+
 @pytest.mark.parametrize("name", sorted(p.name for p in SPECS.iterdir()))
 def test_spec_round_trip_of_every_format(name):
     job = JobSpec.load(SPECS / name)
@@ -329,6 +380,25 @@ def test_spec_keyword_and_display_name():
     assert w.display_name == "renamed" and w.spec.display_name == "renamed"
     w.name_text.value = "again"
     assert w.spec.display_name == "again"
+    assert vertex_pools(SPECS / "rest_custom_job.json").spec == PoolConfigurator(SPECS / "rest_custom_job.json").spec
+
+
+def test_the_text_form_names_a_reduction_server_pool():
+    w = reduction_server_layout()
+    w.use_suggestion()
+    assert "  pool 2 Reduction Server: 16 x n1-highcpu-16, accelerators -" in w.to_text().splitlines()
+    w.cards[2].mode.value = "parameter_server"
+    assert "  pool 2 parameter servers: 16 x n1-highcpu-16, accelerators -" in w.to_text().splitlines()
+
+
+def test_a_region_set_in_code_that_is_not_a_training_region_is_kept_and_named():
+    w = vertex_pools()
+    w.region = "nowhere-1"
+    assert w.region == "nowhere-1" and w.region_picker.value == "nowhere-1"
+    assert w.problems == vertex_pools(region="nowhere-1").problems  # as the constructor says it
+    assert len(w.problems) == 1 and w.problems[0].startswith("region: ") and "'nowhere-1'" in w.problems[0]
+    w.region_picker.value = "europe-west4"  # the user picks a real one: the unknown one is no longer offered
+    assert w.region == "europe-west4" and w.valid and values(w.region_picker) == catalog.training_regions()
 
 
 @pytest.fixture
@@ -424,6 +494,19 @@ def test_scheduling_and_access_section_sets_the_fields():
     assert "reservedIpRanges" not in json.loads(exports.export(w.spec, "rest", w.region))["jobSpec"]
 
 
+def test_a_spot_job_leads_with_the_spot_price_as_vtrain_cost_does():
+    w = PoolConfigurator()
+    w.access_section.controls["strategy"].value = "SPOT"
+    estimate = cost.estimate(w.spec, "us-central1")
+    assert w.cost.text() == estimate.text(cost.spot_by_default(w.spec))  # what vtrain cost and the dry run print
+    assert w.cost.text().startswith("Cost of vertex-training-job in us-central1, USD per hour, Spot prices")
+    spot_first = f"{cost.money(estimate.spot)}/h Spot, {cost.money(estimate.on_demand)}/h on demand"
+    assert w.cost.summary().startswith(spot_first) and f">{spot_first}" in w.cost_html.value
+    assert f"cost: {spot_first}" in w.to_text()
+    w.access_section.controls["strategy"].value = "STANDARD"
+    assert w.cost.summary().startswith(f"{cost.money(estimate.on_demand)}/h on demand, ")
+
+
 def test_a_bad_duration_is_one_line_naming_the_flag():
     w = PoolConfigurator()
     w.access_section.controls["max_wait"].value = "2 hours"
@@ -445,7 +528,8 @@ def test_flex_start_in_the_configurator_follows_the_rules():
 def test_a_job_with_scheduling_and_access_round_trips_through_the_configurator():
     body = four_pools()
     body["jobSpec"].update(serviceAccount="sa@p.iam.gserviceaccount.com", enableDashboardAccess=True,
-                           reservedIpRanges=["r-a"], network="projects/1/global/networks/vpc", persistentResourceId="pr")
+                           reservedIpRanges=["r-a"], network="projects/1/global/networks/vpc",
+                           persistentResourceId="pr")
     body["jobSpec"]["scheduling"].update(strategy="SPOT", disableRetries=True)
     w = PoolConfigurator(spec=body)
     assert w.spec == JobSpec.load(body)

@@ -15,12 +15,13 @@ _EXPORTS = {
 __all__ = sorted([*_EXPORTS, "vertex_pools"])
 
 
-def vertex_pools(**kwargs: Any) -> Any:
-    """A PoolConfigurator; `spec=` loads a job (anything JobSpec.load accepts). What `%load_ext
-    jupyter_ext` puts in the notebook: the widgets load when it is first called."""
+def vertex_pools(spec: Any = None, **kwargs: Any) -> Any:
+    """A PoolConfigurator, as `PoolConfigurator(spec, **kwargs)`: `spec` (positional or keyword) loads a
+    job (anything JobSpec.load accepts). What `%load_ext jupyter_ext` puts in the notebook: the widgets
+    load when it is first called."""
     from .pools import PoolConfigurator
 
-    return PoolConfigurator(**kwargs)
+    return PoolConfigurator(spec, **kwargs)
 
 
 def __getattr__(name: str) -> Any:

@@ -23,6 +23,7 @@ class BuildProgress(w.VBox):
         self._result = w.HTML()
         self._bars: dict[str, w.FloatProgress] = {}
         self._lines: list[str] = []
+        self._text: list[str] = []  # the steps and the outcome as plain text
         self._lock = threading.Lock()
         self.image = ""
         self.digest = ""
@@ -35,6 +36,7 @@ class BuildProgress(w.VBox):
                 cached = ' <span style="color:#2e7d32">(cached)</span>' if event.cached else ""
                 self._lines.append(f"Step {event.n}/{event.total} <code>{html.escape(event.text)}</code>{cached}")
                 self._steps.value = "<br>".join(self._lines)
+                self._text.append(f"Step {event.n}/{event.total} {event.text}{' (cached)' if event.cached else ''}")
             elif isinstance(event, images.LayerProgress) and event.total:
                 bar = self._bars.get(event.layer_id)
                 if bar is None:
@@ -44,17 +46,26 @@ class BuildProgress(w.VBox):
             elif isinstance(event, images.Built):
                 self.image = event.tags[0] if event.tags else event.image_id
                 self._result.value = f"built <code>{html.escape(self.image)}</code>"
+                self._text.append(f"built {self.image}")
             elif isinstance(event, (images.Pushed, images.Pulled)):
                 self.image, self.digest = event.ref, event.digest
                 self._result.value = f"image <code>{html.escape(event.ref)}</code> digest <code>{event.digest}</code>"
+                self._text.append(f"image {event.ref} digest {event.digest}")
             elif isinstance(event, images.Failure):
                 self.error = event.message
                 self._result.value = f'<span style="color:#c62828">{html.escape(event.message)}</span>'
+                self._text.append(event.message)
 
     def to_html(self) -> str:
         return f"{self._steps.value}<br>{self._result.value}"
 
+    def to_text(self) -> str:
+        """The steps and the outcome as plain text (what a saved notebook keeps where widgets do not render)."""
+        with self._lock:
+            return "\n".join(self._text)
+
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         bundle = super()._repr_mimebundle_(**kwargs) or {}
         bundle["text/html"] = self.to_html()
+        bundle["text/plain"] = self.to_text()
         return bundle

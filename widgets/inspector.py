@@ -32,8 +32,8 @@ class ClusterInspector(_html.StaticRepr, VBox):
     PyTorch variables, and a picture of the cluster."""
 
     job = Instance(JobSpec, allow_none=True, help="the job shown")
-    legacy = Bool(None, allow_none=True, help="AI Platform naming (master) if True, Vertex (chief) if False; "
-                                              "None: from the job's format")
+    legacy = Bool(False, help="AI Platform's names (master), as a trainingInput job got them there, if True; "
+                              "Vertex AI's (chief), which every job gets when it runs, if False")
     style = Enum(names.ADDRESS_STYLES, "cloud", help="address style: cloud, process or docker")
     trial = Unicode("", help="hyperparameter tuning trial number; empty outside tuning")
     selected = Unicode("", help="task name of the replica whose environment is shown")
@@ -80,12 +80,6 @@ class ClusterInspector(_html.StaticRepr, VBox):
         return inspector_frame(self._replicas)
 
     @property
-    def effective_legacy(self) -> bool:
-        if self.legacy is not None:
-            return self.legacy
-        return self.job is not None and self.job.legacy is not None
-
-    @property
     def selected_replica(self) -> cluster.Replica | None:
         return next((r for r in self._replicas if r.task_name == self.selected), None)
 
@@ -124,7 +118,7 @@ class ClusterInspector(_html.StaticRepr, VBox):
             names = [r.task_name for r in self._replicas]
             if self.selected not in names:
                 self.selected = names[0] if names else ""
-            self.legacy_toggle.value = self.effective_legacy
+            self.legacy_toggle.value = self.legacy
             self.style_toggle.value = self.style
             self.trial_text.value = self.trial
             self.replica_picker.options = names
@@ -154,7 +148,7 @@ class ClusterInspector(_html.StaticRepr, VBox):
                                   (f"TF_CONFIG of {replica.task_name}", tf_config_html + pytorch_html))
 
     def to_html(self) -> str:
-        mode = "AI Platform (legacy)" if self.effective_legacy else "Vertex AI"
+        mode = "AI Platform (legacy)" if self.legacy else "Vertex AI"
         name = self.job.display_name if self.job is not None else "no job"
         title = _html.heading(f"Cluster of {name}: {len(self._replicas)} replica(s), {self.style} addresses, {mode}")
         return (f'<div class="vtrain-inspector">{title}{self.problems_html.value}{self.table_html.value}'

@@ -89,9 +89,27 @@ def update_access(state: dict[str, Any], field: str, value: Any) -> dict[str, An
     return state
 
 
+def offered_in(region: str | None, machine_name: str, accelerator: str = "", count: int = 0) -> bool:
+    """False only when the region data says `region` does not offer it (a count of 0: any); an unknown
+    region or coverage is offered (validation names a bad region)."""
+    if not region or region not in catalog.training_regions():
+        return True
+    return catalog.unavailable(region, machine_name, accelerator, count) is None
+
+
+def offered_counts(machine_name: str, accelerator: str, region: str | None) -> tuple[int, ...]:
+    """The counts of `accelerator` the catalog offers on the machine, less those `region` refuses
+    (TPU Pod slices where it offers single hosts only); all of them where it refuses the accelerator
+    itself (the accelerator picker does not offer it, and says why)."""
+    counts = catalog.valid_accelerators(machine_name).get(accelerator, ())
+    if not offered_in(region, machine_name, accelerator):
+        return counts
+    return tuple(c for c in counts if offered_in(region, machine_name, accelerator, c))
+
+
 def update_pool(state: dict[str, Any], pos: int, field: str, value: Any) -> dict[str, Any]:
     """The state after the user sets one field of pool `pos`, with the pickers that
-    depend on it moved to something the catalog offers."""
+    depend on it moved to something the catalog offers in the state's region."""
     state = copy.deepcopy(state)
     pools = state["pools"]
     pool = pools[pos]
@@ -100,7 +118,7 @@ def update_pool(state: dict[str, Any], pos: int, field: str, value: Any) -> dict
         return state
     pool[field] = value
     if field == "machine_type":
-        _fit_accelerators(pool)
+        _fit_accelerators(pool, state["region"])
         machine = catalog.machine(value)
         topologies = list(machine.tpu_topologies) if machine else []
         if pool["tpu_topology"] not in topologies:
@@ -109,7 +127,7 @@ def update_pool(state: dict[str, Any], pos: int, field: str, value: Any) -> dict
             for other in pools[1:]:
                 other["enabled"] = False
     elif field == "accelerator_type":
-        offered = catalog.valid_accelerators(pool["machine_type"]).get(value, ())
+        offered = offered_counts(pool["machine_type"], value, state["region"])
         pool["accelerator_count"] = _fit_count(offered, pool["accelerator_count"]) if value else 0
     elif field == "mode":
         pool.update(enabled=True, image="", base=None)
@@ -120,18 +138,19 @@ def update_pool(state: dict[str, Any], pos: int, field: str, value: Any) -> dict
     return state
 
 
-def _fit_accelerators(pool: dict[str, Any]) -> None:
+def _fit_accelerators(pool: dict[str, Any], region: str) -> None:
     machine = catalog.machine(pool["machine_type"])
     offered = catalog.valid_accelerators(pool["machine_type"])
     if machine is not None and machine.fixed_accelerator:
         pool["accelerator_type"], pool["accelerator_count"] = machine.fixed_accelerator
-    elif pool["accelerator_type"] in offered:
-        pool["accelerator_count"] = _fit_count(offered[pool["accelerator_type"]], pool["accelerator_count"])
-    elif offered and machine is not None and machine.kind == "tpu":  # cloud-tpu needs one
-        pool["accelerator_type"] = next(iter(offered))
-        pool["accelerator_count"] = offered[pool["accelerator_type"]][0]
-    else:
-        pool["accelerator_type"], pool["accelerator_count"] = "", 0
+        return
+    if pool["accelerator_type"] not in offered:
+        # cloud-tpu needs one: its first; other machines run without
+        tpu = bool(offered) and machine is not None and machine.kind == "tpu"
+        pool["accelerator_type"], pool["accelerator_count"] = (next(iter(offered)), 0) if tpu else ("", 0)
+    if pool["accelerator_type"]:
+        counts = offered_counts(pool["machine_type"], pool["accelerator_type"], region)
+        pool["accelerator_count"] = _fit_count(counts, pool["accelerator_count"])
 
 
 def _fit_count(counts: tuple[int, ...], current: int) -> int:

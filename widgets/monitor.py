@@ -62,6 +62,8 @@ class JobMonitor(w.VBox):
             self.job_name = handle.name
             self._title.value = f"<code>{html.escape(handle.name)}</code>"
             self._show_cluster(handle)
+            resource = handle.resource  # as submitted or attached: shown (and saved) before the first poll
+            self.set_state(resource.state.name, resource.error.message)
             if follow:
                 self.start()
 

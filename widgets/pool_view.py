@@ -4,7 +4,8 @@
 `pool_view(state, pos)` gives the values, the options of every picker (only what
 the catalog offers in the state's region, plus a loaded value it does not, so
 validation can name it), what is disabled or hidden, and one line per reason a
-machine or accelerator is missing (not offered in the region; past end of support).
+machine, accelerator or accelerator count is missing (not offered in the region; past end of
+support).
 `access_view(state)` gives the section's values and strategy choices. The widgets
 render these and nothing else.
 """
@@ -16,25 +17,17 @@ from typing import Any
 from jupyter_ext import catalog, scheduling, validate
 from jupyter_ext.spec import POOL_ROLES
 
-from .layout_state import PARAMETER_SERVER, REDUCTION_SERVER, reducer_suggestion
+from .layout_state import PARAMETER_SERVER, REDUCTION_SERVER, offered_counts, offered_in, reducer_suggestion
 
 MODES = (("Parameter servers", PARAMETER_SERVER), ("Reduction Server", REDUCTION_SERVER))
 POOL_TITLES = tuple(role.capitalize() for role in POOL_ROLES)
 STRATEGY_OPTIONS = (("default (STANDARD)", ""), *((name, name) for name in scheduling.STRATEGIES))
 
 
-def _offered_in(region: str | None, machine_name: str, accelerator: str = "") -> bool:
-    """False only when the region data says the region does not offer it (an unknown region or
-    coverage is offered: validation names a bad region)."""
-    if not region or region not in catalog.training_regions():
-        return True
-    return catalog.unavailable(region, machine_name, accelerator) is None
-
-
 def machine_options(include_tpu: bool = True, region: str | None = None) -> list[tuple[str, str]]:
     """(label, name) of every training machine offered in `region`, family by family in the catalog's order."""
     return [(m.label, m.name) for ms in catalog.families().values() for m in ms
-            if (include_tpu or m.kind != "tpu") and _offered_in(region, m.name)]
+            if (include_tpu or m.kind != "tpu") and offered_in(region, m.name)]
 
 
 def accelerator_type_options(machine_name: str, region: str | None = None) -> list[tuple[str, str]]:
@@ -44,24 +37,29 @@ def accelerator_type_options(machine_name: str, region: str | None = None) -> li
     offered = catalog.valid_accelerators(machine_name)
     none = [("None", "")] if not offered or (machine is not None and machine.kind == "cpu") else []
     return none + [(_accelerator_label(a), a) for a in offered
-                   if not catalog.is_deprecated(a) and _offered_in(region, machine_name, a)]
+                   if not catalog.is_deprecated(a) and offered_in(region, machine_name, a)]
 
 
 def missing_notes(region: str | None, machine_name: str, include_tpu: bool = True) -> list[str]:
     """Why pickers lack something: accelerators `region` does not offer (with the machines they
-    hide), and this machine's accelerators past end of support."""
+    hide), counts of this machine's accelerators it does not offer (TPU Pod slices where it offers
+    single hosts only), and this machine's accelerators past end of support."""
     hidden: dict[str, list[str]] = {}
+    slices: list[str] = []
     if region and region in catalog.training_regions():
         for m in catalog.machines():
-            if (include_tpu or m.kind != "tpu") and not _offered_in(region, m.name):
+            if (include_tpu or m.kind != "tpu") and not offered_in(region, m.name):
                 hidden.setdefault(catalog.implied_accelerator(m.name), []).append(m.name)
-        for accel in catalog.valid_accelerators(machine_name):
-            if not _offered_in(region, machine_name, accel):
+        for accel, counts in catalog.valid_accelerators(machine_name).items():
+            if not offered_in(region, machine_name, accel):
                 hidden.setdefault(accel, [])
+            elif refused := [str(c) for c in counts if c not in offered_counts(machine_name, accel, region)]:
+                slices.append(f"{catalog.accelerator_label(accel)} Pod slices ({_span(refused)} cores; only a "
+                              "single host is offered)")
     notes = []
-    if hidden:
-        parts = [catalog.accelerator_label(a) + (f" ({_machine_span(names)})" if names else "")
-                 for a, names in hidden.items()]
+    if hidden or slices:
+        parts = [catalog.accelerator_label(a) + (f" ({_span(names)})" if names else "")
+                 for a, names in hidden.items()] + slices
         notes.append(f"Not offered for training in {region}: {', '.join(parts)} (region data of "
                      f"{catalog.region_data_age()}; see the README)")
     for accel in catalog.valid_accelerators(machine_name):
@@ -72,14 +70,15 @@ def missing_notes(region: str | None, machine_name: str, include_tpu: bool = Tru
     return notes
 
 
-def _machine_span(names: list[str]) -> str:
+def _span(names: list[str]) -> str:
     return names[0] if len(names) == 1 else f"{names[0]} … {names[-1]}"
 
 
-def accelerator_count_options(machine_name: str, accelerator: str) -> list[tuple[str, int]]:
+def accelerator_count_options(machine_name: str, accelerator: str, region: str | None = None) -> list[tuple[str, int]]:
+    """The counts of `accelerator` on the machine that `region` offers (layout_state.offered_counts)."""
     if not accelerator:
         return [("-", 0)]
-    return [(str(c), c) for c in catalog.valid_accelerators(machine_name).get(accelerator, ())]
+    return [(str(c), c) for c in offered_counts(machine_name, accelerator, region)]
 
 
 def topology_options(machine_name: str) -> list[tuple[str, str]]:
@@ -125,8 +124,8 @@ def pool_view(state: dict[str, Any], pos: int) -> dict[str, Any]:
                                                   accel, _accelerator_label(accel)),
         "missing": missing_notes(state["region"], pool["machine_type"], include_tpu=pos == 0),
         "accelerator_count": count,
-        "accelerator_count_options": _with_current(accelerator_count_options(pool["machine_type"], accel),
-                                                   count, str(count)),
+        "accelerator_count_options": _with_current(
+            accelerator_count_options(pool["machine_type"], accel, state["region"]), count, str(count)),
         "accelerators_fixed": fixed is not None and (accel, count) == fixed,
         "tpu_topology": pool["tpu_topology"],
         "topology_options": _with_current(topologies, pool["tpu_topology"], pool["tpu_topology"] or "(none)"),

@@ -3,7 +3,8 @@
 `PoolConfigurator` holds the UI state in traits, turns it into the core's `JobSpec`
 with `layout_state.build_job`, and shows what the core says about that job in the
 chosen region: validation problems and notices, the cost per hour of each pool and the job
-(`cost.estimate`), the SDK's `worker_pool_specs`, the replicas, and three of the core's exports
+(`cost.estimate`), the SDK's `worker_pool_specs`, the replicas (the first of each pool:
+`tables.replica_frame`), and three of the core's exports
 (gcloud command, SDK code, config.yaml). The job's env values are shown as *** (`sensitive.mask_job`)
 unless the user ticks "Show env values" (the exports then show them). Each `PoolCard` shows
 `pool_view.pool_view`, so the pickers offer only what the catalog offers in the region and say why
@@ -23,10 +24,10 @@ from ipywidgets.widgets.widget import CallbackDispatcher
 from traitlets import Bool, Dict, Enum, Instance, List, Unicode, default, observe
 
 from jupyter_ext import catalog, cost, exports, packaging, sensitive
-from jupyter_ext.spec import JobSpec, message_to_dict
+from jupyter_ext.spec import POOL_ROLES, JobSpec, is_reduction_server_pool, message_to_dict
 
 from . import _html, layout_state, tables
-from .pool_view import MODES, POOL_TITLES, access_view, pool_view
+from .pool_view import MODES, access_view, pool_view
 
 _STYLE = {"description_width": "100px"}
 _WIDE = Layout(width="440px")
@@ -222,7 +223,7 @@ class PoolConfigurator(_html.StaticRepr, VBox):
                    help="the job the cards describe (None when the core cannot parse it); observe it to follow")
 
     def __init__(self, spec: Any = None, **kwargs: Any) -> None:
-        self._ready = self._batch = False
+        self._ready = self._batch = self._rendering = False
         self._extra: dict[str, Any] = {}
         self._problems: list[str] = []
         self._json = ""
@@ -231,8 +232,8 @@ class PoolConfigurator(_html.StaticRepr, VBox):
                               continuous_update=False)
         self.region_picker = Dropdown(description="Region", style={"description_width": "50px"},
                                       layout=Layout(width="240px"))
-        self.name_text.observe(lambda c: setattr(self, "display_name", c["new"]), names="value")
-        self.region_picker.observe(lambda c: setattr(self, "region", c["new"]), names="value")
+        self.name_text.observe(partial(self._control_changed, "display_name"), names="value")
+        self.region_picker.observe(partial(self._control_changed, "region"), names="value")
         self.cards = tuple(PoolCard(pos) for pos in range(4))
         for card in self.cards:
             card.on_edit(self._on_edit)
@@ -244,7 +245,7 @@ class PoolConfigurator(_html.StaticRepr, VBox):
         for kind, button in self.export_buttons.items():
             button.on_click(lambda _button, kind=kind: self.export(kind))
         self.show_env_checkbox = Checkbox(description="Show env values", indent=False, layout=Layout(width="auto"))
-        self.show_env_checkbox.observe(lambda c: setattr(self, "show_env_values", c["new"]), names="value")
+        self.show_env_checkbox.observe(partial(self._control_changed, "show_env_values"), names="value")
         super().__init__(**kwargs)
         if spec is not None:
             self.spec = spec
@@ -353,6 +354,12 @@ class PoolConfigurator(_html.StaticRepr, VBox):
     def _on_access_edit(self, field: str, value: Any) -> None:
         self.state = layout_state.update_access(self.state, field, value)
 
+    def _control_changed(self, trait: str, change: dict[str, Any]) -> None:
+        """The user's edit of the name, the region or "Show env values". What `_refresh` sets is not
+        one: a dropdown given new options first selects the first of them."""
+        if not self._rendering:
+            setattr(self, trait, change["new"])
+
     # ---- view ---------------------------------------------------------------
     @observe("display_name", "region", "image", "pools", "access", "export_kind", "show_env_values")
     def _changed(self, _change: Any) -> None:
@@ -366,11 +373,17 @@ class PoolConfigurator(_html.StaticRepr, VBox):
         for card in self.cards:
             card.pool_view = pool_view(state, card.pos)
         self.access_section.view = access_view(state)
-        self.name_text.value = self.display_name
         regions = catalog.training_regions()
-        _set_options(self.region_picker, [(r, r) for r in regions] + ([] if self.region in regions
-                                                                      else [(self.region, self.region)]),
-                     self.region)
+        self._rendering = True
+        try:
+            self.name_text.value = self.display_name
+            # a region that is not a training region stays as set: validation names it
+            _set_options(self.region_picker, [(r, r) for r in regions] + ([] if self.region in regions
+                                                                          else [(self.region, self.region)]),
+                         self.region)
+            self.show_env_checkbox.value = self.show_env_values
+        finally:
+            self._rendering = False
         self.problems_html.value = _html.problem_list(self._problems)
         self.notices_html.value = "".join(_html.note(f"note: {line}") for line in layout_state.notices(state, job))
         self._estimate = layout_state.estimate(state, job)
@@ -383,7 +396,6 @@ class PoolConfigurator(_html.StaticRepr, VBox):
             self.table.value = _html.frame(tables.replica_frame(job)) if job else ""
         except Exception as exc:  # a job without a primary has no replicas to list
             self.table.value = _html.note(f"no replicas: {exc}", _html.RED)
-        self.show_env_checkbox.value = self.show_env_values
         text = self._export_text(self.export_kind) if self.export_kind else ""
         self.export_output.value = _html.pre(text) if text else ""
 
@@ -402,7 +414,8 @@ class PoolConfigurator(_html.StaticRepr, VBox):
         if job is not None:
             for pos, pool in job.pools:
                 ms = pool.machine_spec
-                lines.append(f"  pool {pos} {POOL_TITLES[pos].lower()}: {pool.replica_count} x "
+                role = "Reduction Server" if is_reduction_server_pool(pos, pool) else POOL_ROLES[pos]
+                lines.append(f"  pool {pos} {role}: {pool.replica_count} x "
                              f"{ms.machine_type}, accelerators {tables.accelerators_text(ms)}")
         if self._estimate is not None:
             lines.append(f"cost: {self._estimate.summary()}")

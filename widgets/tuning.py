@@ -238,6 +238,7 @@ class TuningMonitor(w.VBox):
         if handle is not None:
             self.job_name = handle.name
             self._title.value = f"<code>{html.escape(handle.name)}</code>"
+            self.update(handle.resource)  # as submitted or attached: shown (and saved) before the first poll
             if follow:
                 self.start()
 
@@ -313,8 +314,22 @@ class TuningMonitor(w.VBox):
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         bundle = super()._repr_mimebundle_(**kwargs) or {}
         bundle["text/html"] = self.to_html()
-        bundle["text/plain"] = f"TuningMonitor({self.job_name}, {self.state})"
+        bundle["text/plain"] = self.to_text()
         return bundle
+
+    def to_text(self) -> str:
+        """The job, its state, its trials and the best one, as plain text (what a saved notebook keeps
+        where widgets do not render)."""
+        head = " ".join(part for part in (self.job_name, self.state.removeprefix("JOB_STATE_")) if part)
+        if self.resource is None:
+            return head
+        lines = [head, *([self.error] if self.error else [])]
+        frame = trials_frame(self.resource)
+        if not frame.empty:
+            lines.append(frame.drop(columns="seconds").to_string(index=False))
+        if self.best_trial:
+            lines.append(f"best trial: {self.best_trial}")
+        return "\n".join(lines)
 
     # ---- internals ---------------------------------------------------------------
     def _on_pick(self, change: dict[str, Any]) -> None:

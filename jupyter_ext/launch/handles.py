@@ -100,8 +100,7 @@ class Handle:
             return f"{folder / 'logs' / replica.task_name}.log"
         if replica.trial:
             return None  # `vtrain logs` cannot pick one trial's replica
-        return f"vtrain logs {self.id} --replica {replica.task_name} --project {self.target.project} " \
-               f"--region {self.target.region}"
+        return f"vtrain logs {self.id} --replica {replica.task_name}{self.target.flags()}"
 
     def result(self, timeout: float | None = None) -> Any:
         """Wait for the job to end; the resource when it SUCCEEDED, else raise JobFailedError."""

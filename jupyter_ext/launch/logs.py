@@ -168,8 +168,10 @@ class ReadBudget:
 
     @classmethod
     def of(cls, session: Session) -> ReadBudget:
-        service = session.local_service()  # a restarted local service is another server, with its own quota
-        key = (service["endpoint"] if service else session.target.endpoint or "google", session.target.project)
+        # a restarted local service is another server, with its own quota, even on the port of the one before
+        service = session.local_service()
+        place = f"{service['endpoint']} pid {service.get('pid')}" if service else session.target.endpoint or "google"
+        key = (place, session.target.project)
         with cls._budgets_lock:
             budget = cls._budgets.get(key)
             if budget is None:

@@ -10,9 +10,9 @@ for those here:
   folder or `file://`);
 - no `vtrain-backend` label: it picks this machine's backend, and means nothing on
   Vertex AI's machines;
-- every image can be pulled by Vertex AI: not `localhost`/`127.0.0.1`, not a name
-  without a registry host (`trainer:1`, `tensorflow/tensorflow`: Docker Hub's
-  images are written `docker.io/...`); when the endpoint is the local service,
+- every image can be pulled by Vertex AI: not on a host of this machine (localhost,
+  127.0.0.0/8, ::1, in any case), not a name without a registry host (`trainer:1`,
+  `tensorflow/tensorflow`: Docker Hub's images are written `docker.io/...`); when the endpoint is the local service,
   standing in for Vertex AI in tests, its registry on 127.0.0.1 is allowed;
 - a `pythonPackageSpec` runs on one of Vertex AI's prebuilt training images, and
   its packages are in Cloud Storage, or local ones that exist, with a staging
@@ -42,9 +42,8 @@ from ..runner.backend import BACKEND_LABEL
 from ..spec import JobSpec
 from ..staging import DISTRIBUTIONS, is_local, split_uri
 from .prepare import local_output_folder
-from .target import Session, Target
+from .target import Session, Target, loopback
 
-_LOOPBACK = ("localhost", "127.0.0.1", "[::1]", "0.0.0.0")
 # Folders images have too: `/`, root's home (images run as root; Dockerfiles use WORKDIR /root)
 # and system prefixes (/usr/bin/python3, /opt/conda/bin/python are in many images). A home or
 # current folder that is one of them, or inside a system prefix, proves nothing about a path.
@@ -131,11 +130,12 @@ def _image_problem(image: str) -> str | None:
     Vertex AI has set up its machines. `docker.io/NAME` says Docker Hub, which Vertex AI pulls
     from (data/SOURCES.md, "Images from Docker Hub")."""
     host = image.split("/", 1)[0]
-    if "/" not in image or not ("." in host or ":" in host or host == "localhost"):
+    if "/" not in image or not ("." in host or ":" in host or host.lower() == "localhost"):
         hub = f"docker.io/{image}" if "/" in image else f"docker.io/library/{image}"
         return (f"{image!r} names no registry, so it may be an image only this machine has; push it (e.g. --image "
                 f"us-central1-docker.pkg.dev/PROJECT/REPO/trainer), or for Docker Hub's image write {hub}")
-    if host.rsplit(":", 1)[0] in _LOOPBACK or host.startswith("[::1]"):
+    name = host[1:].partition("]")[0] if host.startswith("[") else host.rsplit(":", 1)[0]  # without its port
+    if loopback(name):
         return (f"{image!r} is only on this machine; Vertex AI pulls images from a registry it can reach (push "
                 "it, e.g. --image us-central1-docker.pkg.dev/PROJECT/REPO/trainer)")
     return None

@@ -14,7 +14,10 @@ session reconnects once when the service was restarted (a new port or token).
 from __future__ import annotations
 
 import functools
+import ipaddress
 import os
+import re
+import shlex
 import sys
 import threading
 from dataclasses import dataclass, field, replace
@@ -24,11 +27,17 @@ from urllib.parse import urlsplit
 from .. import paths
 from ..api import LOCAL_PROJECT
 from ..catalog import DEFAULT_REGION
-from ..errors import WorkbenchError
+from ..errors import UnreachableError, WorkbenchError, no_answer
 from ..runner.backend import DEFAULT_BACKEND, address_style
 
 T = TypeVar("T")
 ENDPOINT_VARIABLE = "CLOUDSDK_API_ENDPOINT_OVERRIDES_AIPLATFORM"  # gcloud's property api_endpoint_overrides/aiplatform
+TOKEN_VARIABLE = "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE"  # gcloud's property auth/access_token_file
+# Lenient: project IDs (my-project), domain-scoped ones (example.com:my-project) and numbers; what the
+# clients would put in a URL path badly (/ ? # %, spaces) can be no project
+_PROJECT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]*")
+_TOKEN = re.compile(r"[\x21-\x7e]+")  # an OAuth access token: printable ASCII, no spaces (RFC 6750's b64token)
+_TOKEN_FILE_LIMIT = 16 * 1024  # Google's access tokens are at most a few KiB; read no more than this
 
 
 @dataclass(frozen=True)
@@ -64,18 +73,35 @@ class Target:
         if backend not in (None, DEFAULT_BACKEND):
             raise WorkbenchError(f"--backend {backend}: only for local jobs; Vertex AI runs its own machines")
         init = _sdk_settings()
-        project = project or init.get("project") or os.environ.get("GOOGLE_CLOUD_PROJECT", "")
+        project, source = _first(("--project", project), ("aiplatform.init(project=...)", init.get("project")),
+                                 ("$GOOGLE_CLOUD_PROJECT", os.environ.get("GOOGLE_CLOUD_PROJECT")))
         if not project:
             raise WorkbenchError("--project: Vertex AI needs a Google Cloud project (the flag, aiplatform.init"
                                  "(project=...), or $GOOGLE_CLOUD_PROJECT)")
-        credentials = _token_credentials(access_token_file) if access_token_file else init.get("credentials")
-        if credentials is None and os.environ.get("CLOUDSDK_AUTH_ACCESS_TOKEN_FILE"):
-            credentials = _token_credentials(os.environ["CLOUDSDK_AUTH_ACCESS_TOKEN_FILE"])
-        endpoint = endpoint or init.get("api_endpoint") or os.environ.get(ENDPOINT_VARIABLE, "")
+        if not _PROJECT.fullmatch(project):
+            raise WorkbenchError(f"{source}: {project!r} is not a Google Cloud project ID or number (letters, "
+                                 "digits, '-', e.g. my-project or 123456789012)")
+        credentials = (_token_credentials(access_token_file, "--access-token-file") if access_token_file
+                       else init.get("credentials"))
+        if credentials is None and os.environ.get(TOKEN_VARIABLE):
+            credentials = _token_credentials(os.environ[TOKEN_VARIABLE], f"${TOKEN_VARIABLE}")
+        endpoint, source = _first(("--endpoint", endpoint), ("aiplatform.init(api_endpoint=...)",
+                                                             init.get("api_endpoint")),
+                                  (f"${ENDPOINT_VARIABLE}", os.environ.get(ENDPOINT_VARIABLE)))
         return cls(project, resolve_region(region), staging_bucket or init.get("staging_bucket") or "", local=False,
-                   endpoint=_client_endpoint(endpoint), credentials=credentials,
+                   endpoint=_client_endpoint(endpoint, source), credentials=credentials,
                    encryption_key=init.get("encryption_spec_key_name") or "",
                    service_account=init.get("service_account") or "", network=init.get("network") or "")
+
+    def flags(self) -> str:
+        """The flags that name this place to `vtrain` and the magics, with a leading space (none for the
+        local service): for the hints that say how to follow or cancel a job from elsewhere."""
+        if self.local:
+            return ""
+        words = ["--project", self.project, "--region", self.region]
+        if self.endpoint and not _google_host(self.endpoint):
+            words += ["--endpoint", self.endpoint]
+        return " " + shlex.join(words)
 
     @property
     def parent(self) -> str:
@@ -97,11 +123,45 @@ def resolve_region(region: str | None = None) -> str:
     return region or _sdk_settings().get("location") or os.environ.get("CLOUD_ML_REGION", "") or DEFAULT_REGION
 
 
-def _client_endpoint(endpoint: str) -> str:
+def _first(*places: tuple[str, str | None]) -> tuple[str, str]:
+    """The first (value, where it came from) of `places` ((where, value) pairs) that holds a value."""
+    return next(((value, where) for where, value in places if value), ("", places[0][0]))
+
+
+def _client_endpoint(endpoint: str, source: str) -> str:
     """What the clients take as `api_endpoint`: [scheme://]host[:port]. gcloud's override is a URL with
-    a path (https://us-central1-aiplatform.googleapis.com/), which the clients would put before /v1."""
+    a path (https://us-central1-aiplatform.googleapis.com/), which the clients would put before /v1.
+    Without a scheme the clients speak HTTPS, as Google's endpoints do; a service on this machine (the
+    local one) speaks plain HTTP and would never answer the TLS handshake, so one is refused at once."""
     parts = urlsplit(endpoint if "://" in endpoint else f"//{endpoint}")
+    if endpoint and not parts.scheme and loopback(parts.hostname or ""):
+        raise WorkbenchError(f"{source}: {endpoint!r} has no scheme, so the clients would speak HTTPS to it; a "
+                             f"service on this machine such as the local one is http://{parts.netloc}")
     return f"{parts.scheme}://{parts.netloc}" if parts.scheme else parts.netloc
+
+
+def loopback(host: str) -> bool:
+    """Whether a host name or address is this machine's own: localhost, 127.0.0.0/8, ::1 (any case,
+    with or without brackets), or the unspecified address (0.0.0.0, ::), which reaches it too."""
+    host = host.strip("[]").lower().rstrip(".")
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)  # ::ffff:127.0.0.1
+    return any(a.is_loopback or a.is_unspecified for a in (address, mapped) if a is not None)
+
+
+def _same_service(endpoint: str, service: str) -> bool:
+    """Whether an API endpoint is the local service at `service` (http://127.0.0.1:PORT), however its
+    loopback host is written (http://localhost:PORT too)."""
+    mine, its = urlsplit(endpoint), urlsplit(service)
+    try:
+        return mine.scheme == its.scheme and loopback(mine.hostname or "") and mine.port == its.port
+    except ValueError:  # a port that is not a number
+        return False
 
 
 def _google_host(endpoint: str) -> bool:
@@ -111,23 +171,48 @@ def _google_host(endpoint: str) -> bool:
     return host == "googleapis.com" or host.endswith(".googleapis.com")
 
 
-def _token_credentials(path: str) -> Any:
-    """Credentials from a file holding an OAuth access token (`gcloud auth print-access-token > FILE`);
-    the same object while the token is the same, so a target resolved again keeps its session."""
+def _token_credentials(path: str, where: str) -> Any:
+    """Credentials from a file holding an OAuth access token (`gcloud auth print-access-token > FILE`),
+    `where` naming the flag or variable that gave it; the same object while the token is the same, so
+    a target resolved again keeps its session. A file that holds no token is refused in one line that
+    shows none of it (it is a secret, and would otherwise end in an HTTP header or a traceback)."""
     try:
-        token = open(path).read().strip()
+        with open(path, "rb") as file:
+            data = file.read(_TOKEN_FILE_LIMIT + 1)  # bounded: /dev/zero or a log file named by mistake
     except OSError as exc:
-        raise WorkbenchError(f"--access-token-file: cannot read {path}: {exc.strerror}") from None
-    if not token:
-        raise WorkbenchError(f"--access-token-file: {path} is empty")
-    return _credentials_for(token)
+        raise WorkbenchError(f"{where}: cannot read {path}: {exc.strerror}") from None
+    hint = "an access token is one line (gcloud auth print-access-token > FILE)"
+    if len(data) > _TOKEN_FILE_LIMIT:
+        raise WorkbenchError(f"{where}: {path} is larger than {_TOKEN_FILE_LIMIT // 1024} KiB; {hint}")
+    lines = data.decode("latin-1").split()  # any bytes: the checks below keep printable ASCII only
+    if not lines:
+        raise WorkbenchError(f"{where}: {path} is empty")
+    if not all(_TOKEN.fullmatch(line) for line in lines):
+        raise WorkbenchError(f"{where}: {path} holds characters an access token cannot (control characters "
+                             f"or non-ASCII); {hint}")
+    if len(lines) > 1:
+        raise WorkbenchError(f"{where}: {path} holds more than one word or line; {hint}")
+    return _credentials_for(lines[0], where, path)
 
 
 @functools.lru_cache(maxsize=8)
-def _credentials_for(token: str) -> Any:
-    from google.oauth2.credentials import Credentials
+def _credentials_for(token: str, where: str, path: str) -> Any:
+    from google.auth.credentials import Credentials
+    from google.auth.exceptions import RefreshError
 
-    return Credentials(token=token)
+    class TokenCredentials(Credentials):
+        """A bare access token. The clients ask for a new one when the endpoint answers 401, which
+        only its maker can give: say so, naming where the token came from."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.token = token
+
+        def refresh(self, request: Any) -> None:
+            raise RefreshError(f"the API endpoint refused the access token of {where} {path} (HTTP 401: expired, "
+                               f"revoked or not a token); write a new one: gcloud auth print-access-token > {path}")
+
+    return TokenCredentials()
 
 
 def _sdk_settings() -> dict[str, Any]:
@@ -174,6 +259,17 @@ class Session:
         return self._call("logging", call)
 
     def _call(self, kind: str, call: Callable[[Any], T]) -> T:
+        """`call(client)`; an endpoint that does not answer is one line naming it, not the clients' traceback."""
+        import requests
+
+        try:
+            return self._call_once_more_if_restarted(kind, call)
+        except requests.RequestException as exc:
+            if (failure := no_answer(exc)) is None:
+                raise
+            raise UnreachableError("cannot reach the API endpoint {}: {}".format(*failure)) from None
+
+    def _call_once_more_if_restarted(self, kind: str, call: Callable[[Any], T]) -> T:
         from google.api_core.exceptions import Unauthenticated
 
         client = self._client(kind)
@@ -192,7 +288,8 @@ class Session:
 
     def local_service(self) -> dict[str, Any] | None:
         """The local service's runtime info when this session talks to it (also as a Vertex AI
-        endpoint), else None."""
+        endpoint, under any of this machine's names: http://localhost:PORT too), else None. The one
+        place that decides whether an endpoint is the local service."""
         with self._lock:
             if self._service is None:
                 if self.target.local:
@@ -201,7 +298,7 @@ class Session:
                     from ..service import daemon
 
                     info = daemon.status()
-                    self._service = info if info and info["endpoint"] == self.target.endpoint.rstrip("/") else {}
+                    self._service = info if info and _same_service(self.target.endpoint, info["endpoint"]) else {}
                 else:
                     self._service = {}
             return self._service or None

@@ -1,6 +1,6 @@
-"""`python -m jupyter_ext.service [--port N] [--read-quota N] [--ingestion-delay S] [--ingestion-jitter S]
-[--record-requests] [--max-replicas N] [--max-replicas-per-job N] [--max-running-jobs N] [--max-trials N]`:
-run the local service in the foreground.
+"""`python -m jupyter_ext.service [--port N] [--idle-timeout S] [--read-quota N] [--ingestion-delay S]
+[--ingestion-jitter S] [--record-requests] [--max-replicas N] [--max-replicas-per-job N] [--max-running-jobs N]
+[--max-trials N]`: run the local service in the foreground.
 
 Usually started detached by `vtrain service start` or the first local submit. One runs per data
 folder: a second start prints "already running (pid N, endpoint URL)" to stderr and exits 1,
@@ -29,9 +29,14 @@ from .store import JobStore
 from .tuning_jobs import TuningManager
 
 HOST = "127.0.0.1"  # loopback only: local jobs run code as the user
+# A connection that sends no complete request for this long is closed (tornado's default is an hour, and
+# no limit on a body): a client speaking TLS to this plain-HTTP service waits for an answer that never
+# comes, and hangs until then. The workbench's clients send a request at once, and poll at most every
+# 30 s (an idle connection closed between polls is reopened by the client).
+IDLE_TIMEOUT = 60.0
 
 
-async def serve(port: int, options: Options) -> None:
+async def serve(port: int, options: Options, idle_timeout: float = IDLE_TIMEOUT) -> None:
     """Serve until SIGTERM or SIGINT; the caller holds the service lock."""
     token = secrets.token_urlsafe(32)
     database = paths.job_store_file()
@@ -46,7 +51,8 @@ async def serve(port: int, options: Options) -> None:
     sockets = tornado.netutil.bind_sockets(port, HOST)
     record = RequestRecord(daemon.runtime_dir() / "requests.jsonl") if options.record_requests else None
     service = Service(token, managers, paths.jobs_dir(), options, record)
-    server = tornado.httpserver.HTTPServer(make_app(service), max_body_size=MAX_STREAMED)
+    server = tornado.httpserver.HTTPServer(make_app(service), max_body_size=MAX_STREAMED,
+                                           idle_connection_timeout=idle_timeout, body_timeout=idle_timeout)
     server.add_sockets(sockets)
     endpoint = f"http://{HOST}:{sockets[0].getsockname()[1]}"
     daemon.write_runtime(endpoint, token, options)
@@ -70,6 +76,9 @@ async def serve(port: int, options: Options) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m jupyter_ext.service")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
+    parser.add_argument("--idle-timeout", type=float, default=IDLE_TIMEOUT, metavar="SECONDS",
+                        help="close a connection that sends no complete request (headers, then body) for that "
+                             f"long (default: {IDLE_TIMEOUT:g})")
     add_arguments(parser)
     args = parser.parse_args()
     lock = daemon.hold_lock()
@@ -82,7 +91,7 @@ def main() -> None:
     # every 5, so a GET waits less behind a listing that filters every line in Python
     sys.setswitchinterval(0.001)
     with lock:  # held until the process ends
-        asyncio.run(serve(args.port, Options.from_args(args)))
+        asyncio.run(serve(args.port, Options.from_args(args), args.idle_timeout))
 
 
 if __name__ == "__main__":

@@ -114,7 +114,11 @@ class ApiHandler(tornado.web.RequestHandler):
             raise ServiceError(413, "INVALID_ARGUMENT", f"Request payload size exceeds the limit: {MAX_BODY} bytes.")
         return bytes(self._body)
 
-    def on_finish(self) -> None:
+    def finish(self, chunk: Any = None) -> Any:
+        self._record()  # before the answer goes: a client that got it finds its request recorded
+        return super().finish(chunk)
+
+    def _record(self) -> None:
         if self.service.record is not None:
             body = bytes(self._body).decode("utf-8", "replace") if self.request.method == "POST" else ""
             self.service.record.add(method=self.request.method, path=self.request.path, status=self.get_status(),

@@ -138,8 +138,9 @@ def ensure_running(options: Options | None = None) -> dict[str, Any]:
 def _check_options(info: dict[str, Any], options: Options | None) -> None:
     running = Options.from_info(info)
     if options is not None and running != options:
+        flags = " ".join(running.argv()) or "no options"
         raise WorkbenchError(f"the local service already runs (pid {info['pid']}, {info['endpoint']}) with "
-                             f"{running}; `vtrain service stop` it first")
+                             f"{flags}; `vtrain service stop` it first")
 
 
 def stop(timeout: float = 60.0) -> bool:

@@ -33,6 +33,9 @@ from typing import Any
 from .. import paths
 from ..limits import Limits
 from ..limits import add_arguments as add_limit_arguments
+from ..limits import at_least
+
+MAX_INGESTION_SECONDS = 3600.0  # Cloud Logging's delays are seconds; anything near this is a typo
 
 
 @dataclass(frozen=True)
@@ -68,15 +71,30 @@ class Options:
 
 def add_arguments(parser: Any, when: str = "") -> None:
     """The service's flags for these options (the limits' too), on the service's and on `vtrain service`'s parser."""
-    parser.add_argument("--read-quota", type=int, default=0, metavar="N", help=f"{when}answer 429 RESOURCE_EXHAUSTED "
+    parser.add_argument("--read-quota", type=at_least(0), default=0, metavar="N",
+                        help=f"{when}answer 429 RESOURCE_EXHAUSTED "
                         "beyond N entries:list requests per minute and project, as Cloud Logging does")
-    parser.add_argument("--ingestion-delay", type=float, default=0.0, metavar="SECONDS", help=f"{when}log entries "
+    parser.add_argument("--ingestion-delay", type=_seconds, default=0.0, metavar="SECONDS", help=f"{when}log entries "
                         "become readable that long after they were written, as in Cloud Logging")
-    parser.add_argument("--ingestion-jitter", type=float, default=0.0, metavar="SECONDS", help=f"{when}log entries "
+    parser.add_argument("--ingestion-jitter", type=_seconds, default=0.0, metavar="SECONDS", help=f"{when}log entries "
                         "become readable up to that much later still, each by its own amount (out of order)")
     parser.add_argument("--record-requests", action="store_true", help=f"{when}append every request to "
                         "<data dir>/service/requests.jsonl (tests, debugging)")
     add_limit_arguments(parser, when)
+
+
+def _seconds(text: str) -> float:
+    """argparse type of the ingestion flags: a number of seconds, 0 up to an hour."""
+    import argparse
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not (math.isfinite(value) and 0 <= value <= MAX_INGESTION_SECONDS):
+        raise argparse.ArgumentTypeError(f"must be between 0 and {MAX_INGESTION_SECONDS:g} seconds, not {text}")
+    return value
 
 
 class ReadQuota:

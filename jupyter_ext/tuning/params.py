@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from google.cloud.aiplatform_v1 import types as v1
-from google.protobuf import json_format
 
 from ..errors import SpecError
 
@@ -151,7 +150,7 @@ def study_spec(parameters: str | Sequence[Param], metric: str | Sequence[v1.Stud
 def load_request(source: Any) -> v1.HyperparameterTuningJob | None:
     """A HyperparameterTuningJob REST body (a path, text or dict with `studySpec`/`trialJobSpec`), else None.
     A file that cannot be read is one SpecError (spec.read_job_file)."""
-    from ..spec import parse_job_text, read_job_file, unknown_enum_value
+    from ..spec import parse_job_text, parse_message, read_job_file
 
     data = source
     if isinstance(source, (str, Path)):
@@ -166,14 +165,7 @@ def load_request(source: Any) -> v1.HyperparameterTuningJob | None:
             return None
     if not isinstance(data, dict) or not ({"studySpec", "study_spec", "trialJobSpec", "trial_job_spec"} & set(data)):
         return None
-    message = v1.HyperparameterTuningJob()
-    try:
-        json_format.ParseDict(data, message._pb)
-    except json_format.ParseError as exc:
-        raise SpecError("", f"not a HyperparameterTuningJob: {exc}") from None
-    if unknown := unknown_enum_value(message._pb):
-        raise SpecError(*unknown)
-    return message
+    return parse_message(data, v1.HyperparameterTuningJob)  # one line naming the field's path
 
 
 def plain_number(value: float) -> int | float:
@@ -208,7 +200,7 @@ def from_legacy_hyperparameters(spec: Any, where: str = "hyperparameters") -> v1
         if spec.get(key):
             raise SpecError(f"{where}.{key}", why)
     goal = _legacy_enum(spec, "goal", ("MAXIMIZE", "MINIMIZE"), where, default="MAXIMIZE",
-                        unset="GOAL_TYPE_UNSPECIFIED")
+                        unset="GOAL_TYPE_UNSPECIFIED", first_number=1)
     algorithm = _legacy_enum(spec, "algorithm", tuple(Algorithm.__members__), where, default="ALGORITHM_UNSPECIFIED")
     params = spec.get("params") or []
     if not isinstance(params, list) or not params:
@@ -246,7 +238,7 @@ def _from_legacy_param(param: Any, where: str) -> Param:
     param = _legacy_mapping(param, _LEGACY_PARAM, where)
     if not param.get("parameterName"):
         raise SpecError(f"{where}.parameterName", "required")
-    kind = _legacy_enum(param, "type", tuple(_LEGACY_KINDS), where)
+    kind = _legacy_enum(param, "type", tuple(_LEGACY_KINDS), where, first_number=1)
     field_name, keys = _LEGACY_KINDS[kind]
     if unused := sorted(_LEGACY_VALUE_KEYS & set(param) - set(keys)):
         raise SpecError(f"{where}.{unused[0]}", f"not used by a {kind} parameter")
@@ -263,7 +255,8 @@ def _from_legacy_param(param: Any, where: str) -> Param:
         values = {"values": [_legacy_float(v, f"{where}.discreteValues") for v in
                              _legacy_list(param, "discreteValues", where)]}
     result = Param(parameter_id=str(param["parameterName"]), **{field_name: values})
-    scale = _legacy_enum(param, "scaleType", ("NONE", *list(Scale.__members__)[1:]), where, default="NONE")
+    scale = _legacy_enum(param, "scaleType", ("NONE", *list(Scale.__members__)[1:]), where, default="NONE",
+                         first_number=0)
     if scale != "NONE":
         result.scale_type = Scale[scale]
     return result
@@ -298,8 +291,14 @@ def _legacy_mapping(data: Any, fields: set[str], where: str) -> dict[str, Any]:
 
 
 def _legacy_enum(data: dict[str, Any], key: str, valid: Sequence[str], where: str, default: str = "",
-                 unset: str = "") -> str:
-    value = str(data.get(key) or default).upper()
+                 unset: str = "", first_number: int | None = None) -> str:
+    """An AI Platform enum by name, or, with `first_number`, by its number: `valid` in the order of their
+    numbers from `first_number` (googleapis' google/cloud/ml/v1/job_service.proto)."""
+    raw = data.get(key)
+    if first_number is not None and isinstance(raw, int) and not isinstance(raw, bool) \
+            and 0 <= raw - first_number < len(valid):
+        raw = valid[raw - first_number]
+    value = str(raw or default).upper()
     if value == unset and default:
         value = default
     if value not in valid:

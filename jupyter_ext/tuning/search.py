@@ -28,20 +28,21 @@ BAYESIAN_NOTICE = ("studySpec.algorithm: Vertex AI's default (Bayesian optimizat
                    "on this machine")
 
 
-def notices(resource_or_study: v1.HyperparameterTuningJob | Study) -> list[str]:
-    """What runs differently on this machine than on Vertex AI, one line each."""
+def notices(resource_or_study: v1.HyperparameterTuningJob | Study, local: bool = True) -> list[str]:
+    """What runs differently on this machine than on Vertex AI, one line each (with `local` False, for a
+    study going to Vertex AI: only what Vertex AI itself does differently than asked)."""
     study = resource_or_study.study_spec if isinstance(resource_or_study, v1.HyperparameterTuningJob) \
         else resource_or_study
     found = []
-    if study.algorithm == Algorithm.ALGORITHM_UNSPECIFIED:
+    if local and study.algorithm == Algorithm.ALGORITHM_UNSPECIFIED:
         found.append(BAYESIAN_NOTICE)
     if study.algorithm == Algorithm.GRID_SEARCH:
         doubles = [p.parameter_id for p in study.parameters if "double_value_spec" in p]
         if doubles:
             found.append(f"studySpec.algorithm: Vertex AI's grid search takes no double parameters "
                          f"({', '.join(doubles)}); locally they take evenly spaced points")
-    if any(k in study for k in ("decay_curve_stopping_spec", "median_automated_stopping_spec",
-                                "convex_automated_stopping_spec")):
+    if local and any(k in study for k in ("decay_curve_stopping_spec", "median_automated_stopping_spec",
+                                          "convex_automated_stopping_spec")):
         found.append("studySpec: automated early stopping is not applied on this machine")
     return found
 
