@@ -365,6 +365,11 @@ def cmd_convert(args: argparse.Namespace) -> int:
         sys.stdout.write(exports.gcloud_command(job, _training_region(args.region)))
     else:
         sys.stdout.write(job.dump(args.to, as_yaml=args.yaml))
+    held = [name for name, value in (("labels", job.labels), ("encryptionSpec", job.encryption_spec.kms_key_name))
+            if value]
+    if args.to == "gcloud" and held:  # a CustomJobSpec: the CustomJob's own fields are gcloud's flags
+        print(f"vtrain: note: a --config file cannot hold {' and '.join(held)}; gcloud takes them as --labels and "
+              f"--kms-key (--to {GCLOUD_COMMAND} writes the whole command)", file=sys.stderr)
     return 0
 
 

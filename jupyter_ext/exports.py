@@ -82,17 +82,17 @@ def gcloud_command(job: JobSpec, region: str) -> str:
         if key in body:
             value = body.pop(key)
             flags.append(flag if value is True else f"{flag}={value}")
-    if job.labels:
-        flags.append("--labels=" + ",".join(f"{k}={v}" for k, v in job.labels.items()))
-    # the key is the CustomJob's, not the CustomJobSpec's: no config file holds it, so it is always a flag
+    # labels and the key are the CustomJob's, not the CustomJobSpec's: no config file holds them, so they
+    # are always flags
+    labels = ["--labels=" + ",".join(f"{k}={v}" for k, v in job.labels.items())] if job.labels else []
     kms = [f"--kms-key={job.encryption_spec.kms_key_name}"] if job.encryption_spec.kms_key_name else []
-    flags += kms
+    flags += labels + kms
     lost += [f"{key}.{sub}" if isinstance(value, dict) else key for key, value in body.items()
              for sub in (value if isinstance(value, dict) else [key])]
     lines = ["gcloud ai custom-jobs create"] + [shlex.quote(f) for f in flags]
     text = " \\\n  ".join(lines) + "\n"
     if lost:
-        config = [f"--region={region}", f"--display-name={job.display_name}", *kms, "--config=config.yaml"]
+        config = [f"--region={region}", f"--display-name={job.display_name}", *labels, *kms, "--config=config.yaml"]
         text = (textwrap.fill(f"Not expressible as flags: {', '.join(lost)}.", 100, initial_indent="# ",
                               subsequent_indent="#   ") + "\n"
                 f"# For this job use: gcloud ai custom-jobs create {shlex.join(config)}\n") + text

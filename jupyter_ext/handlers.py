@@ -272,6 +272,11 @@ class JobsHandler(BaseHandler):
                     "errors": errors, "now": _iso(now)})
 
     async def _local(self) -> list[v1.CustomJob]:
+        from .service import daemon
+
+        if daemon.stopped_on_purpose():  # a refresh every 2 s would start it again under the user's hands
+            raise WorkbenchError("the local service was stopped (vtrain service stop); it starts again with the "
+                                 "next local job, or vtrain service start")
         return await asyncio.to_thread(launch.list_jobs, launch.Target())  # starts the local service if needed
 
     async def _vertex(self, target: launch.Target | None) -> tuple[list[v1.CustomJob], str]:
@@ -387,7 +392,7 @@ def read_log_page(handle: launch.Handle, replica: str | None, cursor: launch.Log
     resource = handle.refresh()  # first: once final, what follows the read is all there is
     reader = launch.LogReader(handle.session, launch.log_filter(handle.id, replica), cursor=cursor)
     records = reader.poll(limit=limit, wait=False)  # held back by the read quota: nothing now, try again later
-    entries = [{"timestamp": launch.logs.stamp_text(r.timestamp), "time": r.timestamp.strftime("%H:%M:%S.%f")[:-3],
+    entries = [{"timestamp": launch.logs.stamp_text(r.timestamp), "time": launch.logs.time_of_day(r.timestamp),
                 "replica": r.task_name, "severity": r.severity, "text": r.text, "insert_id": r.insert_id}
                for r in records]
     more = len(records) == limit

@@ -171,10 +171,11 @@ class VertexTrainMagics(Magics):
         else:
             launch.preflight.check(cells.for_image(job, args.image or "", trainer_args), target)  # before building
             job = cells.for_image(job, self._build(args, context, folder, target, job), trainer_args)
+        if args.dry_run and not target.local:
+            launch.preflight.check(job, target)  # what the real run checks before anything goes
+            job = _as_sent(job, target, tuned=study is not None)
         tuning_job = None if study is None else self._tuning_job(args, job, study, target.local)
         if args.dry_run:
-            if not target.local:
-                launch.preflight.check(job, target)  # what the real run checks before anything goes
             region = target.region if not target.local else launch.target.resolve_region(args.region)
             print(cells.dry_run_text(job, context, target.address_style, region, args.show_env_values,
                                      offered_in=launch.preflight.region_of(target), tuning_job=tuning_job), end="")
@@ -367,6 +368,19 @@ def _user_errors() -> Iterator[None]:
         raise UsageError(mask_urls(str(exc)).replace("\n", "; ")) from None
     except (GoogleAPICallError, GoogleAuthError) as exc:
         raise UsageError(mask_urls(client_error_message(exc) or "")) from None
+
+
+def _as_sent(job: JobSpec, target: launch.Target, tuned: bool) -> JobSpec:
+    """The job with what the real run adds for Vertex AI (a base output directory in the staging bucket,
+    aiplatform.init's service account, network and key), as a dry run shows it; its local packages
+    are uploaded only by the real run."""
+    from .launch import CUSTOM_JOBS, TUNING_JOBS
+    from .launch.prepare import prepare
+    from .spec import JobSpec
+
+    shown = JobSpec.load(prepare(job, target, (TUNING_JOBS if tuned else CUSTOM_JOBS).output_prefix))
+    shown.source_dir = job.source_dir
+    return shown
 
 
 def _layout_flags(args: Any) -> list[tuple[str, Any, Any]]:

@@ -192,3 +192,14 @@ def _legacy_tuned(tmp_path):
     from conftest import write_file
 
     return write_file(tmp_path / "legacy.yaml", LEGACY_TUNED)
+
+
+def test_a_gcloud_config_says_what_only_gclouds_flags_hold(tmp_path) -> None:
+    from conftest import pool, write_file
+
+    job = write_file(tmp_path / "job.json", {"displayName": "labelled", "labels": {"team": "vision"},
+                                             "jobSpec": {"workerPoolSpecs": [pool(1)]}})
+    done = vtrain("convert", str(job), "--to", "gcloud")
+    assert done.returncode == 0 and "labels" not in done.stdout
+    assert done.stderr == ("vtrain: note: a --config file cannot hold labels; gcloud takes them as --labels and "
+                           "--kms-key (--to gcloud-command writes the whole command)\n")

@@ -85,7 +85,8 @@ def test_gcloud_command_names_what_flags_cannot_say(job):
     for lost in ("workerPoolSpecs[0].containerSpec.args", "workerPoolSpecs[0].containerSpec.env",
                  "workerPoolSpecs[1].diskSpec", "baseOutputDirectory", "scheduling"):
         assert lost in comments
-    assert "gcloud ai custom-jobs create --region=europe-west4 --display-name=four-pools --config=config.yaml" in text
+    assert ("gcloud ai custom-jobs create --region=europe-west4 --display-name=four-pools --labels=team=vision "
+            "--config=config.yaml") in text
 
 
 def test_gcloud_command_of_a_simple_job_needs_no_config():
@@ -141,11 +142,11 @@ def encrypted(job):
 
 
 def test_gcloud_command_sets_the_encryption_key_as_a_flag(encrypted):
-    """gcloud ai custom-jobs create takes the key as --kms-key; a config file (a CustomJobSpec) cannot hold it,
-    so the suggested --config command carries it too."""
+    """gcloud ai custom-jobs create takes the key as --kms-key and labels as --labels; a config file (a
+    CustomJobSpec) cannot hold them, so the suggested --config command carries them too."""
     text = exports.gcloud_command(encrypted, "europe-west4")
-    assert f"--kms-key={KEY}" in gcloud_argv(text)
-    assert f"--display-name=four-pools --kms-key={KEY} --config=config.yaml" in text
+    assert f"--kms-key={KEY}" in gcloud_argv(text) and "--labels=team=vision" in gcloud_argv(text)
+    assert f"--display-name=four-pools --labels=team=vision --kms-key={KEY} --config=config.yaml" in text
     assert "encryptionSpec" not in text and KEY not in exports.gcloud_config(encrypted)
 
 

@@ -195,6 +195,26 @@ async def test_list_shows_each_local_job_with_state_replicas_and_times(jp_fetch:
     assert 0 < row["duration"] < 120 and row["error"] == ""
 
 
+async def test_a_stopped_local_service_stays_stopped_while_the_panel_refreshes(jp_fetch: Any,
+                                                                              finished_job: launch.Handle) -> None:
+    """`vtrain service stop` (to start it again with other limits): the panel's refreshes say so and leave it
+    stopped; the next start brings the jobs back."""
+    from jupyter_ext.service import daemon
+
+    try:
+        assert daemon.stop()
+        for _ in range(2):
+            body = await _json(jp_fetch, "jobs")
+            assert body["errors"] == [{"source": "local", "message": "the local service was stopped (vtrain service "
+                                                                     "stop); it starts again with the next local job, "
+                                                                     "or vtrain service start"}]
+        assert daemon.status() is None
+    finally:
+        daemon.ensure_running()
+    body = await _json(jp_fetch, "jobs")
+    assert body["errors"] == [] and finished_job.id in [j["id"] for j in body["jobs"]]
+
+
 async def test_detail_is_the_custom_job_and_every_replica_tf_config(jp_fetch: Any, module_home: Path,
                                                                     finished_job: launch.Handle) -> None:
     body = await _json(jp_fetch, "jobs", finished_job.id)

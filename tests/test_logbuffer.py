@@ -75,3 +75,22 @@ def test_a_long_epoch_is_one_line_shown_in_progress_then_replaced(tmp_path: Path
     # the file keeps every update as written
     written = (tmp_path / "workerpool0-0.log").read_bytes()
     assert written.count(b"\r") == 2 * STEPS
+
+
+def test_the_replicas_of_a_usual_job_have_colours_of_their_own() -> None:
+    from widgets.logbuffer import colour
+
+    tasks = ["workerpool0-0", *(f"workerpool1-{i}" for i in range(4)), "workerpool2-0", "workerpool2-1",
+             "workerpool3-0", "workerpool3-1"]
+    assert len({colour(task) for task in tasks}) == len(tasks)
+
+
+def test_a_filter_that_matches_nothing_says_so() -> None:
+    from widgets.monitor import JobMonitor
+
+    monitor = JobMonitor()
+    monitor.add_lines([Line("workerpool0-0", "10:00:00.000", "epoch 1", "INFO")])
+    monitor._search.value = "zzz"  # as typed into the filter box
+    assert "no line matches the filter" in monitor._views[ALL].value
+    monitor._search.value = ""
+    assert "epoch 1" in monitor._views[ALL].value

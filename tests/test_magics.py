@@ -133,6 +133,21 @@ def test_what_would_fail_later_is_one_line_now_and_launches_nothing(  # type: ig
     assert set(ip.run_line_magic("vertex_jobs", "")["id"]) == jobs_before
 
 
+def test_a_vertex_dry_run_shows_the_job_as_it_would_be_sent(ip, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """With what the real run adds: the base output directory in the staging bucket, so AIP_MODEL_DIR and
+    the other folders show as on Vertex AI."""
+    import json
+
+    monkeypatch.delenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_AIPLATFORM", raising=False)
+    with capture_output() as out:
+        ip.run_cell_magic("vertex_train", "--vertex --project p --region us-central1 --staging-bucket gs://b/nb "
+                                          "--workers 1 --dry-run", CELL)
+    body = json.loads(out.stdout.split("# CustomJob (REST body)\n", 1)[1].split("\n# Cost per hour", 1)[0])
+    base = body["jobSpec"]["baseOutputDirectory"]["outputUriPrefix"]
+    assert re.fullmatch(r"gs://b/nb/aiplatform-custom-job-[\d-]+", base), base
+    assert out.stdout.count(f"AIP_MODEL_DIR={base}/model/") == 2  # the chief's and the worker's
+
+
 def test_a_tuning_dry_run_shows_the_tuning_job_and_launches_nothing(ip) -> None:  # type: ignore[no-untyped-def]
     import json
 
@@ -176,7 +191,7 @@ def test_a_job_that_does_not_exist_is_the_same_line_in_the_magic_and_the_cli(ip)
 def test_vertex_logs_and_cancel_take_a_tuning_jobs_id(ip) -> None:  # type: ignore[no-untyped-def]
     with capture_output():
         ip.run_cell_magic("vertex_train", '--tune "units=int:1:2" --metric accuracy:maximize --trials 1 --no-wait '
-                                          "--name tuned tuned", CELL + "import time; time.sleep(120)\n")
+                                          "--name tuned tuned", "import time; time.sleep(120)\n")  # until cancelled
     tuned = ip.user_ns["tuned"]
     listed = ip.run_line_magic("vertex_jobs", "--tuning").set_index("id")
     assert listed.loc[tuned.id, "display_name"] == "tuned" and listed.loc[tuned.id, "trials"].endswith("/1")

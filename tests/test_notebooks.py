@@ -55,9 +55,18 @@ def check_chief_or_master(book: nbformat.NotebookNode, jobs: list[JobSummary]) -
     assert 'CLUSTER_SPEC task: {"type": "workerpool0", "index": 0}' in log
 
 
+def check_restart(book: nbformat.NotebookNode, jobs: list[JobSummary]) -> None:
+    """Lesson 04: the lost worker's log says it was started again, where the lesson points the learner."""
+    [job] = [job for job in jobs if job.display_name == "with-restarts"]
+    log = (job.logs / "workerpool1-0.log").read_text()
+    assert ("[runner] workerpool1-0 exited with code -9; restarting it (restartJobOnWorkerRestart, restart 1 of 3)"
+            in log)
+
+
 LESSON_CHECKS: dict[str, Callable[[nbformat.NotebookNode, list[JobSummary]], None]] = {
     "01_multiworker_codelab": check_codelab,
     "02_tf_config_and_cluster_spec": check_chief_or_master,
+    "04_fault_tolerance": check_restart,
 }
 
 

@@ -199,6 +199,10 @@ def test_restart_policy_restarts_only_the_failed_replica(tmp_path: Path, restart
         assert any("workerpool1-0 exited with code 1; restarting it" in n for n in notes)
         worker_log = (tmp_path / "job/logs/workerpool1-0.log").read_text()
         assert "worker lost its machine" in worker_log and worker_log.rstrip().endswith("worker done")
+        # the log says why it stops and goes on, for whoever reads it (the monitor, the panel, a notebook)
+        said = [line.split(" ", 2)[2] for line in worker_log.splitlines() if " [runner] " in line]
+        assert said == ["[runner] workerpool1-0 exited with code 1; restarting it (restartJobOnWorkerRestart, "
+                        "restart 1 of 3)"]
     else:
         assert result.state == "FAILED" and "workerpool1-0" in result.error
 

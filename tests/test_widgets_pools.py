@@ -554,3 +554,18 @@ def test_a_job_with_a_deprecated_strategy_round_trips_with_a_notice(strategy, in
     assert w.spec.spec.scheduling.strategy.name == "SPOT"
     assert values(w.access_section.controls["strategy"]) == ["", "STANDARD", "SPOT", "FLEX_START"]
     assert values(PoolConfigurator().access_section.controls["strategy"]) == ["", "STANDARD", "SPOT", "FLEX_START"]
+
+
+def test_a_job_without_a_name_set_as_spec_keeps_the_configurators_name():
+    configurator = vertex_pools(display_name="gpu-training")
+    configurator.spec = {"workerPoolSpecs": [pool(1)]}  # a gcloud config: it holds no display name
+    assert configurator.display_name == configurator.spec.display_name == "gpu-training"
+    configurator.spec = {"displayName": "named", "jobSpec": {"workerPoolSpecs": [pool(1)]}}
+    assert configurator.display_name == "named"
+
+
+def test_an_invalid_replica_count_has_no_price():
+    configurator = PoolConfigurator()
+    configurator.cards[1].replicas.value = -3
+    assert any("replicaCount" in problem for problem in configurator.problems)
+    assert configurator.cost is None and configurator.cost_html.value == "" and "$-" not in configurator.to_text()

@@ -212,9 +212,10 @@ def notices(state: dict[str, Any], job: JobSpec | None) -> list[str]:
     return validate.notices(job, state["region"]) if job is not None else []
 
 
-def estimate(state: dict[str, Any], job: JobSpec | None) -> cost.Estimate | None:
-    """What the job costs per hour in the state's region (None when there is no job)."""
-    return cost.estimate(job, state["region"]) if job is not None else None
+def estimate(state: dict[str, Any], job: JobSpec | None, valid: bool = True) -> cost.Estimate | None:
+    """What the job costs per hour in the state's region (None when there is no job, or it is not valid:
+    a negative replica count has no price)."""
+    return cost.estimate(job, state["region"]) if job is not None and valid else None
 
 
 def _image_to_run(state: dict[str, Any], pos: int) -> str:

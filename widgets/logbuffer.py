@@ -30,6 +30,7 @@ ALL = "all"
 # distinct, readable on light and dark backgrounds
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f",
            "#bcbd22")
+POOL_STRIDE = 4  # colours between pools: a chief, four workers, two parameter servers, evaluators all differ
 STATE_COLOURS = {"SUCCEEDED": "#2e7d32", "FAILED": "#c62828", "CANCELLED": "#6d4c41", "CANCELLING": "#6d4c41",
                  "RUNNING": "#1565c0", "PENDING": "#6a1b9a", "QUEUED": "#6a1b9a"}
 
@@ -138,10 +139,13 @@ def _continues(text: str) -> bool:
 
 
 def colour(task_name: str) -> str:
-    return PALETTE[sum(task_key(task_name)) % len(PALETTE)]
+    """A replica's colour: pools POOL_STRIDE apart, so a chief, four workers, two parameter servers and
+    evaluators differ (labextension/src/format.ts colours them the same way)."""
+    pool, index = task_key(task_name)
+    return PALETTE[(pool * POOL_STRIDE + index) % len(PALETTE)]
 
 
-def render_lines(lines: list[Line], with_names: bool) -> str:
+def render_lines(lines: list[Line], with_names: bool, empty: str = "no lines yet") -> str:
     rows = []
     for line in lines:
         text = html.escape(line.text)
@@ -150,7 +154,7 @@ def render_lines(lines: list[Line], with_names: bool) -> str:
         name = (f'<span style="color:{colour(line.task_name)};font-weight:600">[{line.task_name}]</span> '
                 if with_names else "")
         rows.append(f'<span style="opacity:.6">{line.time}</span> {name}{text}')
-    body = "\n".join(rows) or '<span style="opacity:.6">no lines yet</span>'
+    body = "\n".join(rows) or f'<span style="opacity:.6">{html.escape(empty)}</span>'
     return f'<pre style="max-height:28em;overflow:auto;margin:0;font-size:12px">{body}</pre>'
 
 

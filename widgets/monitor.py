@@ -123,6 +123,19 @@ class JobMonitor(w.VBox):
         with self._lock:
             self._redraw(force)
 
+    def redraw_all(self) -> None:
+        """Every tab, the hidden ones too (once the job ended: a saved notebook keeps each replica's lines)."""
+        with self._lock, self.hold_sync():
+            key = (self.buffer.version, self._search.value)
+            for view, shown in self._views.items():
+                shown.value = self._rendered(view)
+                self._drawn[view] = key
+
+    def _rendered(self, view: str) -> str:
+        search = self._search.value
+        empty = "no line matches the filter" if search and self.buffer.count(None if view == ALL else view) else ""
+        return render_lines(self.buffer.lines(view, search), with_names=view == ALL, empty=empty or "no lines yet")
+
     def _redraw(self, force: bool) -> None:
         if self._tabs.selected_index is None:
             return
@@ -132,7 +145,7 @@ class JobMonitor(w.VBox):
             return
         self._drawn[view] = key
         with self.hold_sync():
-            self._views[view].value = render_lines(self.buffer.lines(view, self._search.value), with_names=view == ALL)
+            self._views[view].value = self._rendered(view)
 
     def to_html(self) -> str:
         parts = [state_badge(self.state), f" <code>{html.escape(self.job_name)}</code>", error_html(self.error)]
@@ -185,13 +198,15 @@ class JobMonitor(w.VBox):
     def _follow_logs(self) -> None:
         """Follow the log; after a failed read (the service restarting, a network blip) say so and
         read again from where the reader stopped."""
+        from jupyter_ext.launch.logs import time_of_day
+
         reader = self.handle.log_reader()
         try:
             while not self._stop.is_set():
                 try:
                     # the state the view last read (at most a second old): once final, every entry is written
                     for record in reader.follow(lambda: states.is_final(self.state), stop=self._stop):
-                        self.add_lines([Line(record.task_name, record.timestamp.strftime("%H:%M:%S.%f")[:-3],
+                        self.add_lines([Line(record.task_name, time_of_day(record.timestamp),
                                              record.text, record.severity)])
                     return
                 except Exception as exc:  # noqa: BLE001  (shown in the view; the thread must go on)
@@ -209,7 +224,7 @@ class JobMonitor(w.VBox):
                 last_state = time.monotonic()
             self.redraw()
             if finished:
-                self.redraw(force=True)
+                self.redraw_all()
                 return
 
     def _refresh_state(self) -> None:
@@ -222,3 +237,4 @@ class JobMonitor(w.VBox):
         elapsed = format_elapsed(((end or datetime.now(timezone.utc)) - start).total_seconds()) if start else ""
         self.set_state(resource.state.name, resource.error.message, elapsed)
         self._access.value = access_html(replica_shell.links(resource, local=self.handle.target.local))
+

@@ -302,7 +302,11 @@ class PoolConfigurator(_html.StaticRepr, VBox):
 
     @spec.setter
     def spec(self, source: Any) -> None:
-        self.state = layout_state.state_from_job(JobSpec.load(source), self.region)
+        """A job in any format; one without a display name keeps the configurator's (a file's: its name)."""
+        job = JobSpec.load(source)
+        if job.source_dir is None:  # not a file
+            job = JobSpec.load(source, self.display_name)
+        self.state = layout_state.state_from_job(job, self.region)
 
     @property
     def problems(self) -> list[str]:
@@ -386,7 +390,7 @@ class PoolConfigurator(_html.StaticRepr, VBox):
             self._rendering = False
         self.problems_html.value = _html.problem_list(self._problems)
         self.notices_html.value = "".join(_html.note(f"note: {line}") for line in layout_state.notices(state, job))
-        self._estimate = layout_state.estimate(state, job)
+        self._estimate = layout_state.estimate(state, job, valid=not self._problems)
         titles = {card.pos: card.pool_view["title"] for card in self.cards}
         self.cost_html.value = _html.cost(self._estimate, titles) if self._estimate else ""
         # saved with the notebook: env values masked (the spec itself keeps them)

@@ -79,6 +79,12 @@ def stamp_text(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).strftime(STAMP)
 
 
+def time_of_day(moment: datetime) -> str:
+    """An entry's time of day on this machine's clock, to the millisecond, as the monitor and the panel show
+    it beside start times that are local too."""
+    return moment.astimezone().strftime("%H:%M:%S.%f")[:-3]
+
+
 class LogCursor:
     """Where a reader stopped: the newest entry's timestamp, and the insertIds read from
     `overlap` seconds before it on (entries that arrive late into that window are still read once);

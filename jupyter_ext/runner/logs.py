@@ -106,6 +106,11 @@ class ReplicaLog:
                 self._on_lines = None
                 _say(f"vtrain: not showing {self.task_name}'s output any more ({exc!r}); it is still in {self.path}")
 
+    def note(self, text: str) -> None:
+        """A line of the runner's own about this replica (`[runner] ...`), between its outputs: a reader of
+        the log (the monitor, the panel, a saved notebook) sees why the replica's output stops and goes on."""
+        self._emit("stdout", [f"[runner] {text}".encode()])
+
     def _failed(self, exc: OSError) -> None:
         self.error = f"cannot write {self.task_name}'s log: {describe_os_error(exc)}: {self.path}"
         if self._on_error:

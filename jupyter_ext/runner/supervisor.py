@@ -9,7 +9,8 @@ Job semantics, as on Vertex AI (DESIGN.md):
 - cancel (or Ctrl-C) stops everything: CANCELLING, then CANCELLED;
 - `scheduling.timeout` fails the job when it runs longer;
 - with `scheduling.restartJobOnWorkerRestart` a replica that fails is started
-  again (up to MAX_RESTARTS times), the others keep running;
+  again (up to MAX_RESTARTS times), the others keep running (Vertex AI restarts the
+  whole job when a worker's machine is restarted: a replica's exit stands for that here);
 - when a replica's output cannot be written (a full disk, any I/O error), or the
   job's own files cannot, the job fails at once with an error naming the cause
   and the file;
@@ -186,7 +187,9 @@ class Supervisor:
 
     def _restart(self, n: int, code: int) -> bool:
         """restartJobOnWorkerRestart: start a failed replica again, keeping the others (at most
-        MAX_RESTARTS times each); its log goes on in the same file."""
+        MAX_RESTARTS times each); its log goes on in the same file, after a line saying so. (On Vertex AI
+        the field restarts the whole job when a worker's machine is restarted; here a replica's exit
+        stands for that, and only that replica starts again.)"""
         if not self.job.spec.scheduling.restart_job_on_worker_restart or self.job.spec.scheduling.disable_retries:
             return False
         result = self.result.replicas[n]
@@ -196,8 +199,11 @@ class Supervisor:
         old.kill()  # what it started goes too
         old.wait_output(5.0)
         result.restarts += 1
-        self._note(f"{result.task_name} exited with code {code}; restarting it "
-                   f"(restartJobOnWorkerRestart, restart {result.restarts} of {MAX_RESTARTS})")
+        note = (f"{result.task_name} exited with code {code}; restarting it "
+                f"(restartJobOnWorkerRestart, restart {result.restarts} of {MAX_RESTARTS})")
+        self._logs[n].note(note)  # the log's readers see it (and `vtrain run` shows the log's lines)
+        if self.on_lines is None:
+            self._note(note)
         self._handles[n] = self._start(n)
         self._write_status()  # the new process or container (vtrain shell finds replicas there)
         return True

@@ -112,6 +112,7 @@ def ensure_running(options: Options | None = None) -> dict[str, Any]:
             return {**info, "already_running": True}
         gc.Policy.from_env()  # a bad VTRAIN_GC_* value is the user's to fix now, not a line in service.log
         paths.private_dir(runtime_dir())
+        stopped_marker().unlink(missing_ok=True)
         log = open(_rotated(runtime_dir() / "service.log"), "ab", opener=paths.private_opener)
         argv = [sys.executable, "-m", "jupyter_ext.service", *(options or Options()).argv()]
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -150,6 +151,7 @@ def stop(timeout: float = 60.0) -> bool:
     pid = info["pid"] if info else holder()
     if not pid:
         return False
+    paths.write_private(stopped_marker(), f"{pid}\n")  # readers that only look (the lab panel) leave it stopped
     try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:  # it just exited
@@ -163,6 +165,17 @@ def stop(timeout: float = 60.0) -> bool:
         except ProcessLookupError:
             pass
     return True
+
+
+def stopped_marker() -> Path:
+    """Left by `stop` until the next start: the service was stopped on purpose."""
+    return runtime_dir() / "stopped"
+
+
+def stopped_on_purpose() -> bool:
+    """The service was stopped (`vtrain service stop`) and nothing started it since: what only lists jobs
+    (the lab panel's refreshes) must not start it again, or a restart with other limits would find it running."""
+    return stopped_marker().exists() and status() is None
 
 
 def read_token() -> str:

@@ -13,6 +13,8 @@ const PALETTE = [
   '#7f7f7f',
   '#bcbd22'
 ];
+/** Colours between pools (widgets/logbuffer.py POOL_STRIDE). */
+const POOL_STRIDE = 4;
 
 /** (pool, index) of `workerpoolP-I`; other names sort last. */
 export function taskKey(taskName: string): [number, number] {
@@ -28,7 +30,7 @@ export function compareTasks(a: string, b: string): number {
 
 export function replicaColour(taskName: string): string {
   const [pool, index] = taskKey(taskName);
-  return PALETTE[(pool + index) % PALETTE.length];
+  return PALETTE[(pool * POOL_STRIDE + index) % PALETTE.length];
 }
 
 /** `JOB_STATE_RUNNING` -> `RUNNING`. */

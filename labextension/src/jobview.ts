@@ -144,7 +144,7 @@ class EnvironmentView extends Widget {
     }
     const note =
       detail.address_style === 'cloud'
-        ? 'Addresses are placeholders until Vertex AI runs the job.'
+        ? 'Addresses are placeholders: Vertex AI names its machines when it runs the job.'
         : detail.addresses_recorded
           ? 'Addresses are the ones the replicas had on this machine.'
           : `Addresses: ${detail.address_style} style.`;

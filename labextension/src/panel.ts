@@ -91,6 +91,7 @@ export class JobsPanel extends SidePanel {
       const list = await requestAPI<IJobList>('jobs');
       this._jobs = list.jobs;
       this._errors = list.errors.map(e => `${e.source}: ${e.message}`);
+      this._truncated = list.truncated;
       this._failure = '';
       const vertex = list.sources.find(s => s.source === 'vertex');
       if (!vertex) {
@@ -169,6 +170,15 @@ export class JobsPanel extends SidePanel {
       body.appendChild(element('div', 'jp-VertexTrain-error', message));
     }
     const jobs = this.jobs;
+    if (this._truncated) {
+      body.appendChild(
+        element(
+          'div',
+          'jp-VertexTrain-note',
+          `Showing the newest ${this._jobs.length} jobs; \`vtrain jobs\` lists them all.`
+        )
+      );
+    }
     if (!jobs.length) {
       body.appendChild(
         element(
@@ -276,6 +286,8 @@ export class JobsPanel extends SidePanel {
   private _nextPage = '';
   private _loadingMore = false;
   private _errors: string[] = [];
+  /** The server listed only the newest jobs. */
+  private _truncated = false;
   private _failure = '';
   private _moreFailure = '';
 }
